@@ -1,0 +1,64 @@
+# make test: lint, ansible-test sanity, unit tests and every Molecule scenario.
+# Prerequisites on the machine (installed by .ci/run): a running Docker engine,
+# debootstrap, rsync. The venv and the base image are made here on demand.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+VENV ?= $(ROOT)/.venv
+PY := $(VENV)/bin/python
+COLLECTIONS := $(ROOT)/.cache/collections
+COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/aihost/llm_cluster
+export PATH := $(VENV)/bin:$(PATH)
+export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
+export PY_COLORS := 0
+export ANSIBLE_FORCE_COLOR := 0
+export IMAGE ?= aihost-llm-cluster/debian-systemd:bookworm
+SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+
+.PHONY: test venv collection image lint sanity unit integration molecule $(addprefix molecule-,$(SCENARIOS)) build bench clean
+
+test: lint sanity unit integration molecule
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-lock.txt
+	[ -x $(PY) ] || python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet -r requirements-dev.txt -c requirements-lock.txt
+	touch $@
+
+collection:
+	mkdir -p $(dir $(COLLECTION_LINK))
+	ln -sfn ../../../.. $(COLLECTION_LINK)
+
+image:
+	bash images/build-base-image.sh
+
+lint: venv collection
+	yamllint --strict .
+	ansible-lint
+	bash -n deploy.sh .ci/run images/build-base-image.sh tests/sanity/run.sh
+
+sanity: venv collection
+	bash tests/sanity/run.sh
+
+unit: venv collection
+	cd $(COLLECTION_LINK) && $(PY) -m pytest -q -p no:cacheprovider tests/unit
+
+integration: venv collection
+	cd $(COLLECTION_LINK) && $(PY) -m pytest -q -p no:cacheprovider tests/integration
+
+molecule: $(addprefix molecule-,$(SCENARIOS))
+
+$(addprefix molecule-,$(SCENARIOS)): molecule-%: venv collection image
+	mkdir -p .cache/fabric/$*
+	molecule test -s $*
+
+build: venv
+	rm -rf .cache/build && mkdir -p .cache/build
+	ansible-galaxy collection build --output-path .cache/build .
+
+bench: venv collection
+	bash tests/bench/make-test-stages.sh
+
+clean:
+	rm -rf .cache/build tests/output artifacts

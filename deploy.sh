@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# deploy.sh - the operator's entry point to aihost.llm_cluster.
+#
+#   ./deploy.sh [SUBCOMMAND] -i INVENTORY [--tags T] [--skip-tags T] [--limit L]
+#               [--check] [--diff] [-e VAR=VALUE ...] [-v ...]
+#
+# On first use it creates .venv from requirements.txt (pinned by
+# requirements-lock.txt) and then runs the collection's playbooks with
+# ansible-playbook. See ./deploy.sh --help.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+VENV="${LLM_CLUSTER_VENV:-$ROOT/.venv}"
+PYTHON="${PYTHON:-python3}"
+
+usage() {
+  cat <<'USAGE'
+Usage: ./deploy.sh [SUBCOMMAND] -i INVENTORY [OPTIONS]
+
+Subcommands:
+  deploy      validate, prepare and bring up the cluster (default)
+  status      report nodes, accelerators, Ray, engine and endpoint
+  teardown    stop and remove what deploy started
+  restore     put back host settings that deploy changed (CPU binding, ...)
+  bench       run the serving benchmark against the endpoint
+  demo        start a local container cluster and deploy to it (no -i needed)
+  demo-down   remove the local demo cluster
+
+Options:
+  -i, --inventory PATH   inventory (an llm_solution config.yaml works as is)
+  -t, --tags TAGS        only these parts: prepare, npu_network, binding, ray,
+                         model, serve, verify (comma separated)
+      --skip-tags TAGS   skip these parts
+  -l, --limit HOSTS      limit to these hosts
+  -C, --check            dry run: change nothing, report what would change
+  -D, --diff             show the differences of changed files and settings
+  -e, --extra-vars X     extra variables (VAR=VALUE, @file.yml or JSON), repeatable
+  -v, -vv, -vvv          more output
+  -h, --help             this text
+
+Environment:
+  LLM_CLUSTER_VENV       virtualenv to use or create (default: .venv next to deploy.sh)
+  LLM_CLUSTER_ARTIFACTS  where reports are written (default: ./artifacts)
+USAGE
+}
+
+die() {
+  echo "deploy.sh: $*" >&2
+  exit 2
+}
+
+subcommand="deploy"
+case "${1:-}" in
+  deploy | status | teardown | restore | bench | demo | demo-down)
+    subcommand="$1"
+    shift
+    ;;
+esac
+
+inventory=""
+declare -a passthrough=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    -i | --inventory)
+      [ $# -ge 2 ] || die "$1 needs a path"
+      inventory="$2"
+      shift 2
+      ;;
+    --inventory=*)
+      inventory="${1#*=}"
+      shift
+      ;;
+    -t | --tags | --skip-tags | -l | --limit | -e | --extra-vars)
+      [ $# -ge 2 ] || die "$1 needs a value"
+      passthrough+=("$1" "$2")
+      shift 2
+      ;;
+    --tags=* | --skip-tags=* | --limit=* | --extra-vars=*)
+      passthrough+=("$1")
+      shift
+      ;;
+    -C | --check | -D | --diff | -v | -vv | -vvv | -vvvv)
+      passthrough+=("$1")
+      shift
+      ;;
+    *)
+      die "unknown argument '$1' (see ./deploy.sh --help)"
+      ;;
+  esac
+done
+
+case "$subcommand" in
+  deploy) playbook="deploy" ;;
+  status | teardown | restore | bench | demo | demo-down)
+    die "'$subcommand' is not available yet in this version of aihost.llm_cluster"
+    ;;
+esac
+
+if [ -z "$inventory" ]; then
+  die "an inventory is required: ./deploy.sh $subcommand -i inventories/sample/hosts.yml"
+fi
+if [ ! -e "$inventory" ]; then
+  die "inventory '$inventory' does not exist"
+fi
+if [ ! -r "$inventory" ]; then
+  die "inventory '$inventory' is not readable by $(id -un)"
+fi
+
+# The virtualenv is (re)built when requirements change.
+req_hash="$(cat "$ROOT/requirements.txt" "$ROOT/requirements-lock.txt" | sha256sum | cut -c1-16)"
+if [ ! -x "$VENV/bin/ansible-playbook" ] || [ "$(cat "$VENV/.llm_cluster-requirements" 2>/dev/null)" != "$req_hash" ]; then
+  echo "deploy.sh: preparing $VENV from requirements.txt (first use)" >&2
+  "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet -r "$ROOT/requirements.txt" -c "$ROOT/requirements-lock.txt"
+  echo "$req_hash" > "$VENV/.llm_cluster-requirements"
+fi
+
+# The repository is the collection: expose it as aihost.llm_cluster.
+collections="$ROOT/.cache/collections"
+mkdir -p "$collections/ansible_collections/aihost"
+ln -sfn ../../../.. "$collections/ansible_collections/aihost/llm_cluster"
+
+export PATH="$VENV/bin:$PATH"
+export ANSIBLE_CONFIG="${ANSIBLE_CONFIG:-$ROOT/ansible.cfg}"
+export ANSIBLE_COLLECTIONS_PATH="$collections"
+export LLM_CLUSTER_ARTIFACTS="${LLM_CLUSTER_ARTIFACTS:-$PWD/artifacts}"
+
+exec ansible-playbook -i "$inventory" "${passthrough[@]}" "aihost.llm_cluster.$playbook"

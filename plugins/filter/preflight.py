@@ -1,0 +1,28 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _preflight
+
+
+def preflight_report(nodes, settings):
+    """Evaluate the preflight gates for every probed node; see plugin_utils/_preflight.py."""
+    if not isinstance(nodes, list) or not isinstance(settings, dict):
+        raise AnsibleFilterError("preflight_report expects a list of node probes and a dict of settings")
+    return _preflight.evaluate(nodes, settings)
+
+
+def preflight_table(report):
+    """Render a preflight report as a fixed-width table."""
+    return _preflight.table(report)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "preflight_report": preflight_report,
+            "preflight_table": preflight_table,
+        }

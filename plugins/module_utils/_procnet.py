@@ -1,0 +1,78 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+#
+# PRIVATE to the aihost.llm_cluster collection: no compatibility promise.
+"""Who listens on which TCP port, read from /proc (no ss/netstat needed)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+TCP_LISTEN = "0A"
+_SOCKET_RE = re.compile(r"^socket:\[(\d+)\]$")
+_UNIT_RE = re.compile(r"/([^/]+\.(?:service|scope))(?:/|$)")
+
+
+def parse_proc_net_tcp(text):
+    """Map listening port -> set of socket inodes from the text of /proc/net/tcp or tcp6."""
+    listeners = {}
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 10 or fields[3] != TCP_LISTEN:
+            continue
+        port = int(fields[1].rsplit(":", 1)[1], 16)
+        listeners.setdefault(port, set()).add(fields[9])
+    return listeners
+
+
+def unit_of_cgroup(text):
+    """Return the systemd unit (name.service or name.scope) found in /proc/<pid>/cgroup text, or None."""
+    for line in text.splitlines():
+        match = _UNIT_RE.search(line.split(":", 2)[-1])
+        if match:
+            return match.group(1)
+    return None
+
+
+def _read(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return ""
+
+
+def listening_ports(proc_root="/proc"):
+    """Return {port: [ {pid, comm, unit}, ... ]} for every TCP port in LISTEN state."""
+    inodes = {}
+    for name in ("tcp", "tcp6"):
+        for port, found in parse_proc_net_tcp(_read(os.path.join(proc_root, "net", name))).items():
+            inodes.setdefault(port, set()).update(found)
+    by_inode = {}
+    for pid in os.listdir(proc_root):
+        if not pid.isdigit():
+            continue
+        fd_dir = os.path.join(proc_root, pid, "fd")
+        try:
+            fds = os.listdir(fd_dir)
+        except (IOError, OSError):
+            continue
+        for fd in fds:
+            try:
+                match = _SOCKET_RE.match(os.readlink(os.path.join(fd_dir, fd)))
+            except (IOError, OSError):
+                continue
+            if match:
+                by_inode.setdefault(match.group(1), set()).add(int(pid))
+    result = {}
+    for port, found in inodes.items():
+        owners = []
+        for pid in sorted(set().union(*[by_inode.get(i, set()) for i in found])):
+            owners.append({
+                "pid": pid,
+                "comm": _read(os.path.join(proc_root, str(pid), "comm")).strip(),
+                "unit": unit_of_cgroup(_read(os.path.join(proc_root, str(pid), "cgroup"))),
+            })
+        result[port] = owners
+    return result

@@ -1,0 +1,212 @@
+#!/usr/bin/python
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# As an Ansible module this file is also offered under the
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: preflight_facts
+short_description: Read what the preflight gates need from a node, changing nothing
+version_added: 0.1.0
+description:
+  - Returns the node's kernel, Python version, available memory, the size of the model directory and the
+    free space under it, the cluster interface (resolved from V(auto) by the route to the head), the owners
+    of the given TCP ports, and the node's clock.
+  - Read-only; the verdicts are made on the controller by the P(aihost.llm_cluster.preflight_report#filter) filter.
+options:
+  model_path:
+    description:
+      - Model directory. When it exists its files are counted and summed; free space is measured on the
+        nearest existing directory at or above it.
+    type: str
+    default: ""
+  interface:
+    description:
+      - Cluster network interface. V(auto) or empty means the interface of the route to O(head_address),
+        or of the default route when O(head_address) is empty.
+    type: str
+    default: auto
+  head_address:
+    description: Address of the head node on the cluster network, used to resolve O(interface=auto).
+    type: str
+    default: ""
+  ports:
+    description: TCP ports to report listeners for.
+    type: list
+    elements: int
+    default: []
+attributes:
+  check_mode:
+    description: Can run in check mode and return the same result.
+    support: full
+  diff_mode:
+    description: Returns no diff; it changes nothing.
+    support: none
+  platform:
+    description: Runs on POSIX hosts (Linux).
+    support: full
+    platforms: posix
+author:
+  - aihost.llm_cluster contributors (@aihost)
+"""
+
+EXAMPLES = r"""
+- name: Read the node's preflight facts
+  aihost.llm_cluster.preflight_facts:
+    model_path: /data/models/DeepSeek-R1
+    interface: enp67s0f0np0
+    ports: [6379, 8000, 12570]
+"""
+
+RETURN = r"""
+kernel:
+  description: Kernel release.
+  returned: always
+  type: str
+  sample: 6.6.0-72.0.0.76.oe2403sp1.aarch64
+python_version:
+  description: Version of the Python that ran the module (the node's Ansible interpreter).
+  returned: always
+  type: str
+  sample: 3.11.2
+memory:
+  description: Memory in bytes from /proc/meminfo (C(total), C(available)).
+  returned: always
+  type: dict
+  sample: {"total": 1621350481920, "available": 1580000000000}
+model:
+  description:
+    - C(path), C(exists), C(files) and C(size) (bytes) of the model directory, and C(disk_path) /
+      C(disk_free) (bytes) of the filesystem that holds (or will hold) it.
+  returned: always
+  type: dict
+  sample: {"path": "/data/m", "exists": true, "files": 3, "size": 1024, "disk_path": "/data/m", "disk_free": 10737418240}
+interface:
+  description:
+    - The cluster interface. C(requested) as given, C(name) as resolved, C(exists), C(up), C(ipv4) (list of
+      addresses), C(address) (the first), C(error) when it could not be resolved.
+  returned: always
+  type: dict
+  sample: {"requested": "auto", "name": "eth0", "exists": true, "up": true, "ipv4": ["172.18.0.2"], "address": "172.18.0.2", "error": null,
+           "available": ["eth0"]}
+ports:
+  description: Per port, C(free) and the C(owners) (pid, comm, systemd unit) of its listeners.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"port": 6379, "free": true, "owners": []}]
+clock:
+  description: The node's clock in seconds since the epoch.
+  returned: always
+  type: float
+  sample: 1764451200.5
+"""
+
+import json
+import os
+import platform
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._procnet import listening_ports
+
+LOCALE = {"LANGUAGE": "C", "LC_ALL": "C"}
+
+
+def read_meminfo(path="/proc/meminfo"):
+    values = {}
+    with open(path) as handle:
+        for line in handle:
+            key, rest = line.partition(":")[::2]
+            parts = rest.split()
+            if parts:
+                values[key] = int(parts[0]) * (1024 if parts[1:] == ["kB"] else 1)
+    return {"total": values.get("MemTotal", 0), "available": values.get("MemAvailable", values.get("MemFree", 0))}
+
+
+def model_facts(path):
+    facts = {"path": path, "exists": False, "files": 0, "size": 0, "disk_path": None, "disk_free": None}
+    if not path:
+        return facts
+    if os.path.isdir(path):
+        facts["exists"] = True
+        for root, _dirs, files in os.walk(path):
+            for name in files:
+                try:
+                    facts["size"] += os.stat(os.path.join(root, name)).st_size
+                    facts["files"] += 1
+                except OSError:
+                    continue
+    probe = path
+    while probe and not os.path.isdir(probe):
+        probe = os.path.dirname(probe.rstrip("/")) or "/"
+    stat = os.statvfs(probe)
+    facts["disk_path"] = probe
+    facts["disk_free"] = stat.f_bavail * stat.f_frsize
+    return facts
+
+
+def interface_facts(module, requested, head_address):
+    ip_bin = module.get_bin_path("ip", required=True)
+    facts = {"requested": requested, "name": None, "exists": False, "up": False, "ipv4": [], "address": None, "error": None,
+             "available": sorted(n for n in os.listdir("/sys/class/net") if n != "lo")}
+    name = requested
+    if requested in ("", "auto"):
+        cmd = [ip_bin, "-j", "route", "get", head_address] if head_address else [ip_bin, "-j", "route", "show", "default"]
+        rc, out, err = module.run_command(cmd, environ_update=LOCALE)
+        routes = json.loads(out) if rc == 0 and out.strip() else []
+        if not routes or not routes[0].get("dev"):
+            facts["error"] = "no route %s (%s)" % ("to " + head_address if head_address else "by default", err.strip() or "empty")
+            return facts
+        name = routes[0]["dev"]
+    facts["name"] = name
+    rc, out, err = module.run_command([ip_bin, "-j", "addr", "show", "dev", name], environ_update=LOCALE)
+    if rc != 0:
+        facts["error"] = err.strip() or "ip addr show dev %s failed" % name
+        return facts
+    links = json.loads(out) if out.strip() else []
+    if not links:
+        facts["error"] = "interface %s not found" % name
+        return facts
+    link = links[0]
+    facts["exists"] = True
+    facts["up"] = "UP" in link.get("flags", []) and link.get("operstate") in ("UP", "UNKNOWN")
+    facts["ipv4"] = [a["local"] for a in link.get("addr_info", []) if a.get("family") == "inet"]
+    facts["address"] = facts["ipv4"][0] if facts["ipv4"] else None
+    return facts
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec=dict(
+            model_path=dict(type="str", default=""),
+            interface=dict(type="str", default="auto"),
+            head_address=dict(type="str", default=""),
+            ports=dict(type="list", elements="int", default=[]),
+        ),
+        supports_check_mode=True,
+    )
+
+
+def main():
+    module = build_module()
+    listeners = listening_ports()
+    module.exit_json(
+        changed=False,
+        kernel=platform.release(),
+        python_version=platform.python_version(),
+        memory=read_meminfo(),
+        model=model_facts(module.params["model_path"]),
+        interface=interface_facts(module, module.params["interface"], module.params["head_address"]),
+        ports=[{"port": p, "free": p not in listeners, "owners": listeners.get(p, [])} for p in module.params["ports"]],
+        clock=time.time(),
+    )
+
+
+if __name__ == "__main__":
+    main()

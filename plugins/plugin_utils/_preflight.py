@@ -1,0 +1,284 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+#
+# PRIVATE to the aihost.llm_cluster collection: no compatibility promise.
+"""Preflight verdicts: what every node reported in, one report per host and the cluster's failures out.
+
+Pure functions, evaluated on the controller once every node has been probed, so
+that all failures of all hosts are collected before the play fails.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._ascend_versions import compare_ascend_versions as compare_versions
+
+DEVICE_WORD = {"npu": "NPU", "gpu": "GPU"}
+TOOL = {"npu": "npu-smi", "gpu": "nvidia-smi"}
+GIB = 1024 ** 3
+
+
+class _Host(object):
+    """Collects the checks of one host."""
+
+    def __init__(self, name):
+        self.name = name
+        self.checks = []
+
+    def check(self, name, ok, detail, fix=""):
+        self.checks.append({"check": name, "ok": bool(ok), "detail": detail, "fix": fix})
+
+    @property
+    def failures(self):
+        return ["%s: %s%s" % (self.name, c["detail"], "; " + c["fix"] if c["fix"] else "")
+                for c in self.checks if not c["ok"]]
+
+
+def _accel(node):
+    return node.get("accelerators") or {"type": "none", "count": 0, "devices": [], "errors": []}
+
+
+def _expected(nodes, settings):
+    head = next((n for n in nodes if n.get("is_head")), nodes[0])
+    head_accel = _accel(head)
+    kind = settings.get("accelerator_type", "auto")
+    if kind == "auto":
+        kind = head_accel.get("type", "none")
+    count = int(settings.get("device_count") or 0)
+    if not count and kind != "none":
+        count = head_accel.get("count", 0) if head_accel.get("type") == kind else 0
+    return head, kind, count
+
+
+def _check_accelerators(host, node, kind, count, settings):
+    accel = _accel(node)
+    found = accel.get("type", "none")
+    word = DEVICE_WORD.get(kind, "device")
+    if found != kind:
+        host.check("accelerator_type", False,
+                   "expected %s accelerators (%s) but found %s" % (kind, "prepare_accelerator_type" if settings.get(
+                       "accelerator_type", "auto") != "auto" else "as on the head", found),
+                   "install the %s driver and tool, or set prepare_accelerator_type" % TOOL.get(kind, "vendor")
+                   if kind != "none" else "set prepare_accelerator_type: %s if this node should serve on it" % found)
+        return
+    host.check("accelerator_type", True, "%s accelerators" % kind)
+    for error in accel.get("errors") or []:
+        host.check("accelerator_probe", False, error, "check the driver with %s" % TOOL.get(kind, "the vendor tool"))
+    if kind == "none":
+        return
+    devices = accel.get("devices") or []
+    indices = sorted(d.get("index") for d in devices)
+    if count and len(devices) != count:
+        missing = sorted(set(range(count)) - set(indices))
+        detail = "%d %ss found (%s), expected %d" % (len(devices), word, ",".join(str(i) for i in indices) or "none", count)
+        if missing:
+            detail += "; missing %s" % ", ".join("%s %d" % (word, i) for i in missing)
+        host.check("device_count", False, detail,
+                   "check '%s info' and dmesg for the missing device, or set prepare_device_count" % TOOL[kind])
+    else:
+        host.check("device_count", True, "%d %ss" % (len(devices), word))
+    for device in devices:
+        health = device.get("health") or "unknown"
+        if health != "OK":
+            fix = ("inspect it with 'npu-smi info -t health -i %s'" % device.get("index") if kind == "npu"
+                   else "inspect it with 'nvidia-smi -q -i %s'" % device.get("index"))
+            host.check("device_health", False, "%s %s (%s) health is %s" % (word, device.get("index"),
+                                                                            device.get("bus_id") or "?", health), fix)
+    if kind == "npu":
+        _check_npu_software(host, accel, settings)
+
+
+def _check_npu_software(host, accel, settings):
+    minimum = str(settings.get("npu_driver_min_version") or "0")
+    driver = accel.get("driver_version")
+    if not driver:
+        host.check("npu_driver", False, "NPU driver version unknown (no version.info, npu-smi printed none)",
+                   "reinstall the Ascend driver")
+    else:
+        try:
+            too_old = compare_versions(str(driver), minimum) < 0
+        except ValueError as exc:
+            host.check("npu_driver", False, "NPU driver version '%s' cannot be compared: %s" % (driver, exc),
+                       "set prepare_npu_driver_min_version to a version such as 24.1.0")
+        else:
+            host.check("npu_driver", not too_old,
+                       "NPU driver %s is older than %s (prepare_npu_driver_min_version)" % (driver, minimum) if too_old
+                       else "NPU driver %s >= %s" % (driver, minimum),
+                       "upgrade the Ascend driver: fine-grained CPU binding needs %s or later" % minimum if too_old else "")
+    cann = accel.get("cann_version")
+    if settings.get("require_cann", True):
+        host.check("cann", bool(cann), "CANN toolkit %s" % cann if cann else
+                   "CANN toolkit not found under %s/ascend-toolkit" % settings.get("ascend_root", "/usr/local/Ascend"),
+                   "" if cann else "install the CANN toolkit, or set prepare_require_cann: false")
+    host.check("firmware", True, "firmware %s" % (accel.get("firmware_version") or "not reported"))
+
+
+def _check_resources(host, node, model_size, settings):
+    facts = node.get("facts") or {}
+    memory = facts.get("memory") or {}
+    node_num = max(1, int(settings.get("node_num") or 1))
+    factor = float(settings.get("memory_factor") or 1.3)
+    if model_size:
+        need = int(model_size / node_num * factor)
+        ok = memory.get("available", 0) >= need
+        host.check("memory", ok, "%.1f GiB memory available, %s %.1f GiB (model %.1f GiB / %d nodes x %.1f)" % (
+            memory.get("available", 0) / GIB, "need" if not ok else "needs", need / GIB, model_size / GIB, node_num, factor),
+            "" if ok else "free memory on this node or add nodes")
+    else:
+        host.check("memory", True, "%.1f GiB memory available (model size unknown)" % (memory.get("available", 0) / GIB))
+    model = facts.get("model") or {}
+    free = model.get("disk_free")
+    want = float(settings.get("min_free_disk_gb") or 0) * GIB
+    if free is None:
+        host.check("disk", True, "model path not set")
+    elif not model.get("exists") and want and free < want:
+        host.check("disk", False, "%.1f GiB free under %s, prepare_min_free_disk_gb asks %.1f GiB" % (
+            free / GIB, model.get("disk_path"), want / GIB), "free space there or point model_path at a larger disk")
+    else:
+        present = ", model present (%.1f GiB)" % (model.get("size", 0) / GIB) if model.get("exists") else ""
+        host.check("disk", True, "%.1f GiB free under %s%s" % (free / GIB, model.get("disk_path"), present))
+
+
+def _check_interface(host, node, settings):
+    iface = (node.get("facts") or {}).get("interface") or {}
+    var = settings.get("interface_var", "ray_device")
+    shown = iface.get("name") or iface.get("requested") or "?"
+    others = ", ".join(iface.get("available") or []) or "none"
+    if iface.get("error") or not iface.get("exists"):
+        host.check("interface", False, "interface %s (%s) does not exist: %s" % (shown, var, iface.get("error") or "not found"),
+                   "set %s for %s to one of its interfaces (%s)" % (var, host.name, others))
+    elif not iface.get("up"):
+        host.check("interface", False, "interface %s (%s) is DOWN" % (shown, var), "bring it up (ip link set %s up) and check the cable" % shown)
+    elif not iface.get("ipv4"):
+        host.check("interface", False, "interface %s (%s) has no IPv4 address" % (shown, var),
+                   "configure an address on it or choose another interface (%s)" % others)
+    else:
+        host.check("interface", True, "%s %s" % (shown, iface.get("address")))
+
+
+def _check_ports(host, node, settings):
+    prefix = settings.get("managed_unit_prefix", "llm-cluster-")
+    names = {int(v): k for k, v in (settings.get("ports") or {}).items()}
+    for port in (node.get("facts") or {}).get("ports") or []:
+        foreign = [o for o in port.get("owners") or [] if not (o.get("unit") or "").startswith(prefix)]
+        name = names.get(port["port"], "port")
+        if foreign:
+            who = ", ".join("pid %s (%s%s)" % (o.get("pid"), o.get("comm") or "?", ", unit " + o["unit"] if o.get("unit") else "")
+                            for o in foreign)
+            host.check("port_free", False, "%s %d is in use by %s" % (name, port["port"], who),
+                       "stop that service or choose another %s" % name)
+        else:
+            host.check("port_free", True, "%s %d %s" % (name, port["port"], "free" if port.get("free") else "held by llm_cluster"))
+
+
+def _check_reachability(host, node, settings):
+    probe = node.get("probe")
+    if probe is None:
+        host.check("reachability", False, "peers not probed (no address on the cluster interface)",
+                   "fix the interface first")
+        return
+    var = settings.get("interface_var", "ray_device")
+    for result in probe.get("results") or []:
+        if not result.get("reachable"):
+            host.check("reachability", False, "cannot reach %s at %s:%s over %s (%s)" % (
+                result.get("name"), result.get("address"), result.get("port"), var, result.get("error") or "no answer"),
+                "allow TCP %s from the cluster members on %s's firewall and check routing" % (result.get("port"), result.get("name")))
+    reached = [r for r in probe.get("results") or [] if r.get("reachable")]
+    if reached and len(reached) == len(probe.get("results") or []):
+        host.check("reachability", True, "reaches %d peer(s) on port %s" % (len(reached), reached[0].get("port")))
+    elif not probe.get("results"):
+        host.check("reachability", True, "no peers")
+
+
+def _clock_offsets(nodes):
+    """Per host: the largest measured |offset| to a peer (seconds, uncertainty subtracted), or None."""
+    worst = {}
+    for node in nodes:
+        for result in (node.get("probe") or {}).get("results") or []:
+            if result.get("clock_offset") is None:
+                continue
+            excess = max(0.0, abs(result["clock_offset"]) - (result.get("clock_uncertainty") or 0.0))
+            for name in (node["host"], result.get("name")):
+                worst[name] = max(worst.get(name, 0.0), excess)
+    return worst
+
+
+def _check_clock(host, node, worst, settings):
+    bound = float(settings.get("clock_max_offset") or 1.0)
+    if host.name in worst:
+        excess = worst[host.name]
+        host.check("clock", excess <= bound, "clock offset to a peer up to %.3f s (limit %.3f s)" % (excess, bound),
+                   "" if excess <= bound else "enable time synchronisation (chrony) on every node")
+        return
+    host.check("clock", True, "clock offset not measured (single node, or no probe listener answered)")
+
+
+def _check_python(host, node, head):
+    mine = (node.get("facts") or {}).get("python_version")
+    theirs = (head.get("facts") or {}).get("python_version")
+    host.check("python", mine == theirs, "Python %s%s" % (mine, "" if mine == theirs else " but the head %s has %s" % (head["host"], theirs)),
+               "" if mine == theirs else "install the same Python on every node (Ray needs identical versions)")
+
+
+def evaluate(nodes, settings):
+    """Return {ok, failures, hosts: {name: {checks, failures, summary}}} for the probed ``nodes``.
+
+    Each node: {host, is_head, accelerators (accelerator_facts), facts (preflight_facts),
+    probe (tcp_probe result or None)}.
+    """
+    if not nodes:
+        return {"ok": False, "failures": ["no hosts were probed"], "hosts": {}}
+    head, kind, count = _expected(nodes, settings)
+    model_size = int(settings.get("model_size_bytes") or 0) or int(((head.get("facts") or {}).get("model") or {}).get("size") or 0)
+    worst = _clock_offsets(nodes)
+    expected = {"accelerator_type": kind, "device_count": count, "model_size_bytes": model_size}
+    report = {"ok": True, "failures": [], "hosts": {}, "expected": expected}
+    for node in nodes:
+        host = _Host(node["host"])
+        _check_accelerators(host, node, kind, count, settings)
+        _check_resources(host, node, model_size, settings)
+        _check_interface(host, node, settings)
+        _check_ports(host, node, settings)
+        _check_reachability(host, node, settings)
+        _check_clock(host, node, worst, settings)
+        _check_python(host, node, head)
+        facts = node.get("facts") or {}
+        accel = _accel(node)
+        report["hosts"][host.name] = {
+            "host": host.name,
+            "head": bool(node.get("is_head")),
+            "ok": not host.failures,
+            "failures": host.failures,
+            "checks": host.checks,
+            "summary": {
+                "accelerator": accel.get("type"),
+                "devices": accel.get("count", 0),
+                "unhealthy": sum(1 for d in accel.get("devices") or [] if d.get("health") != "OK"),
+                "driver": accel.get("driver_version"),
+                "firmware": accel.get("firmware_version"),
+                "cann": accel.get("cann_version"),
+                "kernel": facts.get("kernel"),
+                "python": facts.get("python_version"),
+                "memory_available_gib": round((facts.get("memory") or {}).get("available", 0) / GIB, 1),
+                "interface": (facts.get("interface") or {}).get("name"),
+                "address": (facts.get("interface") or {}).get("address"),
+            },
+        }
+        report["failures"].extend(host.failures)
+    report["ok"] = not report["failures"]
+    return report
+
+
+def table(report):
+    """Render the report as a fixed-width table, one row per host."""
+    columns = [("host", 10), ("accel", 5), ("dev", 3), ("bad", 3), ("driver", 11), ("cann", 8), ("kernel", 16),
+               ("mem GiB", 7), ("iface", 8), ("address", 15), ("result", 8)]
+    widths = [width for _name, width in columns]
+    lines = ["  ".join(name.ljust(width) for name, width in columns)]
+    for name in sorted(report["hosts"], key=lambda h: (not report["hosts"][h]["head"], h)):
+        entry = report["hosts"][name]
+        s = entry["summary"]
+        cells = [name, s["accelerator"], s["devices"], s["unhealthy"], s["driver"] or "-", s["cann"] or "-",
+                 s["kernel"] or "-", s["memory_available_gib"], s["interface"] or "-", s["address"] or "-",
+                 "OK" if entry["ok"] else "FAIL(%d)" % len(entry["failures"])]
+        lines.append("  ".join(str(c)[:w].ljust(w) for c, w in zip(cells, widths)))
+    return "\n".join(lines)

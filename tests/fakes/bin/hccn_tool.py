@@ -1,0 +1,422 @@
+#!/usr/bin/env python3
+"""Fake ``hccn_tool`` (Ascend 910B / Atlas A2 RoCE NIC tool, ``-i <id> -<cmd> -g|-s ...`` syntax).
+
+Test double for the container test harness (see tests/fakes/README.md).
+Query commands print only their data on stdout; set commands print
+``Cmd executed successfully!``; errors go to stderr and the exit status is the
+low byte of the tool's internal UDA_* code.
+
+Set commands persist into /etc/hccn.conf (``key_<id>=value`` lines) and into
+the runtime overlay of the state. Every invocation publishes this node's
+device addresses and link states into ``<fabric>/<hostname>.json``; ``-ping``
+consults all nodes' files there.
+"""
+
+from __future__ import annotations
+
+import glob
+import ipaddress
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+import _fakelib as fl  # noqa: E402  pylint: disable=wrong-import-position
+
+SUCCESS = "Cmd executed successfully!\n"
+# UDA_* codes (ossl_user_linux.h); the exit status is their low byte.
+MAJOR_CMD_TYPE_ERR = 0x1001
+MAJOR_CMD_INVALID_ERR = 0x1003
+MAJOR_CMD_DEV_ID_ERR = 0x1004
+PARAM_INVALID_ERR = 0x2001
+PARAM_OP_NOT_SUPPORT_ERR = 0x2003
+PARAM_IP_INVALID_ERR = 0x2006
+PARAM_CONFLICT_IP_ADDR_ERR = 0x2007
+PARAM_DIFF_SEGMT_GTWY_ERR = 0x2008
+PARAM_TLS_INVALID_ENABLE_ERR = 0x2010
+TOOL_GATEWAY_NO_IP_CONF_ERR = 0x301A
+DSMI_EXE_ERR = 0x4001
+DSMI_GATEWAY_NOT_PRESET_ERR = 0x4002
+DSMI_DEV_NOT_EXIST_ERR = 0x4004
+DSMI_IPCONF_NOT_PRESET_ERR = 0x400D
+DSMI_XSFP_ABSENT = 0x4014
+DSMI_LINK_IS_DOWN_ERR = 0x4016
+ENTER_HELP = "Enter [ hccn_tool -h ] for more details."
+
+# Key order of a device's block in /etc/hccn.conf as seen in real files.
+CONF_KEYS = ("address", "netmask", "netdetect", "gateway", "send_arp_status", "tls_enable")
+HELP = fl.lines(
+    "Usage: hccn_tool -i <devid> -<cmd> -g|-s [params]",
+    "  -link -g | -link -s up|down",
+    "  -ip -g | -ip -s address <ip> netmask <mask>",
+    "  -gateway -g | -gateway -s gateway <ip>",
+    "  -netdetect -g | -netdetect -s address <ip>",
+    "  -tls -g | -tls -s enable 0|1 [host]",
+    "  -net_health -g",
+    "  -ping -g address <ip> [pkt <len>]",
+    "  -lldp -g",
+    "  -optical -g",
+)
+
+
+def err(code: int, *messages: str) -> fl.Exit:
+    return fl.Exit(code, err=fl.lines(*messages))
+
+
+def valid_ipv4(text: str) -> bool:
+    try:
+        ipaddress.IPv4Address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def valid_netmask(text: str) -> bool:
+    try:
+        ipaddress.IPv4Network(f"0.0.0.0/{text}")
+    except ValueError:
+        return False
+    return valid_ipv4(text)
+
+
+def parse_pairs(params: list[str], allowed: tuple[str, ...], required: tuple[str, ...]) -> dict[str, str]:
+    """``key value`` pairs of a command line; unknown or missing keys are invalid parameters."""
+    if len(params) % 2:
+        raise err(PARAM_INVALID_ERR, "Get invalid parameters!")
+    pairs = dict(zip(params[::2], params[1::2]))
+    if any(key not in allowed for key in pairs) or any(key not in pairs for key in required):
+        raise err(PARAM_INVALID_ERR, "Get invalid parameters!")
+    return pairs
+
+
+class Conf:
+    """/etc/hccn.conf: ``key_<id>=value`` lines, updated in place."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def read(self) -> dict[str, dict[str, str]]:
+        devices: dict[str, dict[str, str]] = {}
+        for line in self._lines():
+            key, sep, value = line.partition("=")
+            name, _, dev = key.rpartition("_")
+            if sep and name in CONF_KEYS and dev.isdigit():
+                devices.setdefault(dev, {})[name] = value
+        return devices
+
+    def _lines(self) -> list[str]:
+        try:
+            with open(self.path, encoding="utf-8") as handle:
+                return handle.read().splitlines()
+        except FileNotFoundError:
+            return []
+
+    def update(self, dev: int, values: dict[str, object]) -> None:
+        rows = self._lines()
+        for name, value in values.items():
+            entry = f"{name}_{dev}={value}"
+            prefix = f"{name}_{dev}="
+            index = next((i for i, row in enumerate(rows) if row.startswith(prefix)), None)
+            if index is not None:
+                rows[index] = entry
+                continue
+            rank = CONF_KEYS.index(name)
+            before = [i for i, row in enumerate(rows) if self._rank(row, dev) is not None and self._rank(row, dev) < rank]
+            after = [i for i, row in enumerate(rows) if self._rank(row, dev) is not None and self._rank(row, dev) > rank]
+            if before:
+                rows.insert(before[-1] + 1, entry)
+            elif after:
+                rows.insert(after[0], entry)
+            else:
+                rows.append(entry)
+        fl.write_atomic(self.path, fl.lines(*rows), mode=0o640)
+
+    @staticmethod
+    def _rank(row: str, dev: int) -> int | None:
+        key = row.partition("=")[0]
+        name, _, suffix = key.rpartition("_")
+        return CONF_KEYS.index(name) if name in CONF_KEYS and suffix == str(dev) else None
+
+
+class Node:
+    """This node's NPU network view: devices, live config, link states, fabric."""
+
+    def __init__(self, state: fl.State) -> None:
+        self.state = state
+        self.conf = Conf(state.hccn_conf)
+        self.boot()
+        self.ids = [dev["id"] for dev in state.devices("npu", "id")]
+
+    def boot(self) -> None:
+        """First run after the state was (re)written: load the persisted hccn.conf, as the driver does at boot."""
+        if self.state.get("hccn_booted"):
+            return
+        persisted = self.conf.read()
+
+        def mutate(runtime: dict) -> None:
+            runtime["hccn_booted"] = True
+            devices = runtime.setdefault("hccn", {}).setdefault("devices", {})
+            for dev, values in persisted.items():
+                devices[dev] = {**devices.get(dev, {}), **values}
+
+        self.state.update_runtime(mutate)
+
+    def config(self, dev: int) -> dict:
+        hccn = self.state.get("hccn", {})
+        return {**(hccn.get("defaults") or {}), **((hccn.get("devices") or {}).get(str(dev)) or {})}
+
+    def link(self, dev: int) -> str:
+        return str(self.state.knob("link", dev, "UP")).upper()
+
+    def set_config(self, dev: int, values: dict[str, object], persist: bool = True) -> None:
+        def mutate(runtime: dict) -> None:
+            devices = runtime.setdefault("hccn", {}).setdefault("devices", {})
+            devices.setdefault(str(dev), {}).update(values)
+
+        self.state.update_runtime(mutate)
+        if persist:
+            self.conf.update(dev, values)
+        self.publish()
+
+    def set_link(self, dev: int, value: str) -> None:
+        self.state.update_runtime(lambda runtime: runtime.setdefault("link", {}).update({str(dev): value}))
+        self.publish()
+
+    def publish(self) -> None:
+        record = {
+            "hostname": self.state.hostname,
+            "devices": {
+                str(dev): {"address": self.config(dev).get("address"), "link": self.link(dev)} for dev in self.ids
+            },
+        }
+        fabric = self.state.fabric_dir
+        fl.write_atomic(os.path.join(fabric, f"{self.state.hostname}.json"), fl.dump_json(record))
+
+    def peers_with(self, address: str) -> list[tuple[str, str]]:
+        """(hostname, link) of every published device that owns ``address``."""
+        found = []
+        for path in sorted(glob.glob(os.path.join(self.state.fabric_dir, "*.json"))):
+            try:
+                record = fl.read_json(path)
+            except (OSError, ValueError):
+                continue
+            for info in (record.get("devices") or {}).values():
+                if info.get("address") == address:
+                    found.append((record.get("hostname", ""), info.get("link", "DOWN")))
+        return found
+
+
+def cmd_link(node: Node, dev: int, op: str, params: list[str]) -> fl.Exit:
+    if op == "-g":
+        return fl.Exit(0, out=f"link status: {node.link(dev)}\n")
+    if len(params) != 1 or params[0] not in ("up", "down"):
+        raise err(PARAM_INVALID_ERR, "Get invalid parameters!")
+    node.set_link(dev, params[0].upper())
+    return fl.Exit(0, out=SUCCESS)
+
+
+def cmd_ip(node: Node, dev: int, op: str, params: list[str]) -> fl.Exit:
+    cfg = node.config(dev)
+    if op == "-g":
+        if not cfg.get("address"):
+            if node.state.get("quirks", {}).get("ip_unset") == "empty":
+                return fl.Exit(0)
+            raise err(DSMI_IPCONF_NOT_PRESET_ERR, "Get ipconf failed, because no ip was preset there!")
+        return fl.Exit(0, out=fl.lines(f"ipaddr:{cfg['address']}", f"netmask:{cfg.get('netmask', '')}"))
+    pairs = parse_pairs(params, ("address", "netmask"), ("address", "netmask"))
+    if not valid_ipv4(pairs["address"]) or not valid_netmask(pairs["netmask"]):
+        raise err(PARAM_IP_INVALID_ERR, "The ip address you configured is invalid!")
+    if any(node.config(other).get("address") == pairs["address"] for other in node.ids if other != dev):
+        raise err(PARAM_CONFLICT_IP_ADDR_ERR, "The ip address configured is conflicted!")
+    node.set_config(dev, {"address": pairs["address"], "netmask": pairs["netmask"], "send_arp_status": 1})
+    return fl.Exit(0, out=SUCCESS)
+
+
+def cmd_gateway(node: Node, dev: int, op: str, params: list[str]) -> fl.Exit:
+    cfg = node.config(dev)
+    if op == "-g":
+        if not cfg.get("gateway"):
+            raise err(DSMI_GATEWAY_NOT_PRESET_ERR, "Get gateway failed, because no gateway was preset there!")
+        return fl.Exit(0, out=f"default gateway:{cfg['gateway']}, Iface:eth{dev}\n")
+    gateway = parse_pairs(params, ("gateway",), ("gateway",))["gateway"]
+    if not valid_ipv4(gateway):
+        raise err(PARAM_IP_INVALID_ERR, "The ip address you configured is invalid!")
+    if not cfg.get("address"):
+        raise err(TOOL_GATEWAY_NO_IP_CONF_ERR, "Unable to configure gateway, because ip is not configured!")
+    subnet = ipaddress.IPv4Network(f"{cfg['address']}/{cfg['netmask']}", strict=False)
+    if ipaddress.IPv4Address(gateway) not in subnet:
+        raise err(
+            PARAM_DIFF_SEGMT_GTWY_ERR,
+            "The segment of configured gateway doesn't match that of the configured ip adress!",
+        )
+    node.set_config(dev, {"gateway": gateway})
+    return fl.Exit(0, out=SUCCESS)
+
+
+def cmd_netdetect(node: Node, dev: int, op: str, params: list[str]) -> fl.Exit:
+    if op == "-g":
+        label = "addr" if node.state.get("quirks", {}).get("netdetect_label") == "addr" else "address"
+        return fl.Exit(0, out=f"netdetect {label}: {node.config(dev).get('netdetect') or '0.0.0.0'}\n")
+    address = parse_pairs(params, ("address",), ("address",))["address"]
+    if not valid_ipv4(address):
+        raise err(PARAM_IP_INVALID_ERR, "The ip address you configured is invalid!")
+    node.set_config(dev, {"netdetect": address})
+    return fl.Exit(0, out=SUCCESS)
+
+
+def cmd_tls(node: Node, dev: int, op: str, params: list[str]) -> fl.Exit:
+    if op == "-g":
+        switch = int(node.config(dev).get("tls_enable", 1))
+        out = [
+            f"dev_id:{dev}, tls switch[{switch}](0:disable, 1:enable), tls preconfigured[1](0:non-preset, 1:preset), "
+            "tls alarm time threshold[60]days"
+        ]
+        for cert, issuer, stamp in (
+            ("pub", "/C=CN/ST=GD/O=HUAWEI/OU=2012/CN=2_1thCA", "Wed Feb 19 03:19:21"),
+            ("ca1", "/C=CN/ST=GD/L=SZ/O=HUAWEI/CN=1thCA", "Wed Feb 19 03:19:07"),
+            ("ca2", "/C=CN/ST=GD/L=SZ/O=HUAWEI/CN=1thCA", "Wed Feb 19 03:19:10"),
+        ):
+            out += [
+                f"dev_id:{dev}, [{cert} cert] info:",
+                f"         issuer[{issuer}]",
+                f"         start_time[{stamp} 2020 GMT]",
+                f"         end_time[{stamp.replace('Wed Feb 19', 'Sat Feb 16')} 2030 GMT]",
+            ]
+        return fl.Exit(0, out=fl.lines(*out))
+    if len(params) not in (2, 3) or params[0] != "enable" or params[2:] not in ([], ["host"]):
+        raise err(PARAM_INVALID_ERR, "Get invalid parameters!")
+    if params[1] not in ("0", "1"):
+        raise err(PARAM_TLS_INVALID_ENABLE_ERR, "Get invalid enable value!")
+    node.set_config(dev, {"tls_enable": int(params[1])})
+    return fl.Exit(0, out=SUCCESS)
+
+
+def cmd_net_health(node: Node, dev: int, op: str, params: list[str]) -> fl.Exit:
+    status = node.state.knob("net_health", dev)
+    if status is None:
+        if not node.config(dev).get("netdetect"):
+            status = "Init"
+        else:
+            status = "Success" if node.link(dev) == "UP" else "Fault"
+    return fl.Exit(0, out=f"net health status: {status}\n")
+
+
+def cmd_ping(node: Node, dev: int, op: str, params: list[str]) -> fl.Exit:
+    pairs = parse_pairs(params, ("address", "pkt"), ("address",))
+    target = pairs["address"]
+    if not valid_ipv4(target):
+        raise err(PARAM_IP_INVALID_ERR, "The ip address you configured is invalid!")
+    if "pkt" in pairs and not (pairs["pkt"].isdigit() and int(pairs["pkt"]) <= 65507):
+        raise err(PARAM_INVALID_ERR, "Get invalid parameters!")
+    if node.link(dev) != "UP":
+        raise err(DSMI_LINK_IS_DOWN_ERR, "Execute failed: Link status is down.")
+    blocked = set(node.state.get("ping_blocked", []))
+    reachable = bool(node.config(dev).get("address")) and target not in blocked and any(
+        link == "UP" and host not in blocked for host, link in node.peers_with(target)
+    )
+    head = f"device {dev} PING {target}"
+    if reachable:
+        rtts = node.state.get("ping_rtt_ms", [0.114, 0.067, 0.063])
+        return fl.Exit(
+            0,
+            out=fl.lines(
+                head,
+                *(f"recv seq={seq},time={rtt:.6f}ms" for seq, rtt in enumerate(rtts)),
+                f"{len(rtts)} packets transmitted, {len(rtts)} received, 0.00% packet loss",
+            ),
+        )
+    # No real capture of a failed ping was found: the device text below is
+    # inferred from the strings the tool checks for ("recv time out seq"); the
+    # stderr line and status 1 (UDA_DSMI_EXE_ERR) follow the tool's source.
+    return fl.Exit(
+        DSMI_EXE_ERR,
+        out=fl.lines(
+            head,
+            *(f"recv time out seq={seq}" for seq in range(3)),
+            "3 packets transmitted, 0 received, 100.00% packet loss",
+        ),
+        err="Command execute failed!\n",
+    )
+
+
+def cmd_lldp(node: Node, dev: int, op: str, params: list[str]) -> fl.Exit:
+    ifname = node.config(dev).get("lldp_ifname")
+    if not ifname or node.link(dev) != "UP":
+        return fl.Exit(0)  # no neighbour: nothing is printed (inferred)
+    return fl.Exit(
+        0,
+        out=fl.lines(
+            "Chassis ID TLV",
+            f"\tMAC: {node.config(dev).get('lldp_chassis_mac', '38:ad:be:00:00:01')}",
+            "Port ID TLV",
+            f"\tIfname: {ifname}",
+            "System Capabilities TLV",
+            "\tEnabled capabilities: Bridge, Router",
+            "Maximum Frame Size TLV",
+            "\t9216",
+            "End of LLDPDU TLV",
+        ),
+    )
+
+
+def cmd_optical(node: Node, dev: int, op: str, params: list[str]) -> fl.Exit:
+    if node.config(dev).get("optical_present") is False:
+        return fl.Exit(DSMI_XSFP_ABSENT, out="Optical module is not present.\n")
+    return fl.Exit(
+        0,
+        out=fl.lines(
+            "optical info:",
+            f"{'present':<21}: present",
+            f"{'temperature':<21}: 47 C",
+            f"{'vendor name':<21}: Hisense",
+            f"{'xsfp identifier':<21}: QSFP+ or later",
+            f"{'Vcc':<21}: 3262.90 mV",
+            *(f"{f'Tx Power{lane}':<21}: 4.4035 mW" for lane in range(4)),
+            *(f"{f'Rx Power{lane}':<21}: 1.0189 mW" for lane in range(4)),
+        ),
+    )
+
+
+# command -> (handler, operations it accepts)
+COMMANDS = {
+    "-link": (cmd_link, ("-g", "-s")),
+    "-ip": (cmd_ip, ("-g", "-s")),
+    "-gateway": (cmd_gateway, ("-g", "-s")),
+    "-netdetect": (cmd_netdetect, ("-g", "-s")),
+    "-tls": (cmd_tls, ("-g", "-s")),
+    "-net_health": (cmd_net_health, ("-g",)),
+    "-ping": (cmd_ping, ("-g",)),
+    "-lldp": (cmd_lldp, ("-g",)),
+    "-optical": (cmd_optical, ("-g",)),
+}
+
+
+def main(argv: list[str]) -> fl.Exit:
+    if argv[:1] in (["-h"], ["--help"]):
+        return fl.Exit(0, out=HELP)
+    if argv[:1] != ["-i"]:
+        raise err(
+            MAJOR_CMD_TYPE_ERR,
+            'Get invalid major cmd type. The valid major cmd type should be "-a" or "-i".',
+            ENTER_HELP,
+        )
+    if len(argv) < 2 or not argv[1].isdigit() or len(argv[1]) > 2:
+        raise err(MAJOR_CMD_DEV_ID_ERR, "Get invalid device id.")
+    node = Node(fl.State("hccn_tool"))
+    node.publish()
+    dev = int(argv[1])
+    if dev not in node.ids:
+        raise err(DSMI_DEV_NOT_EXIST_ERR, "The device is not exist!")
+    if len(argv) < 3 or argv[2] not in COMMANDS:
+        raise err(MAJOR_CMD_INVALID_ERR, "Get invalid major cmd.", ENTER_HELP)
+    handler, operations = COMMANDS[argv[2]]
+    op = argv[3] if len(argv) > 3 else ""
+    if op not in operations:
+        raise err(PARAM_OP_NOT_SUPPORT_ERR, "Get unknown option!")
+    params = argv[4:]
+    if op == "-g" and handler is not cmd_ping and params:
+        raise err(PARAM_INVALID_ERR, "Get invalid parameters!")
+    return handler(node, dev, op, params)
+
+
+if __name__ == "__main__":
+    fl.run(main)

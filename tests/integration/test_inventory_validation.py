@@ -1,0 +1,96 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""Runs the real deploy playbook against broken inventories.
+
+The hosts sit in the documentation range (192.0.2.0/24) with SSH: any attempt
+to reach one would show up as UNREACHABLE. Validation must fail first, with the
+expected message, and contact nobody.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "inventories")
+PLAYBOOK = os.path.join(ROOT, "playbooks", "deploy.yml")
+BIN = os.path.dirname(sys.executable)
+
+with open(os.path.join(FIXTURES, "llm_solution_config.yaml")) as handle:
+    BASE = yaml.safe_load(handle)
+with open(os.path.join(FIXTURES, "broken.yml")) as handle:
+    CASES = yaml.safe_load(handle)
+
+
+def apply_case(case):
+    inventory = copy.deepcopy(BASE)
+    children = inventory["all"]["children"]
+    known = dict(children["masters"]["hosts"], **children["workers"]["hosts"])
+    for group, members in (case.get("groups") or {}).items():
+        children[group]["hosts"] = {name: copy.deepcopy(known[name]) for name in members}
+    for name in case.get("unset") or []:
+        inventory["all"]["vars"].pop(name)
+    inventory["all"]["vars"].update(case.get("set") or {})
+    for host, values in (case.get("host_vars") or {}).items():
+        for group in children.values():
+            if host in (group.get("hosts") or {}):
+                group["hosts"][host].update(values)
+    return inventory
+
+
+def run_playbook(inventory_path, *extra):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
+               ANSIBLE_HOST_KEY_CHECKING="True", PATH=BIN + os.pathsep + os.environ.get("PATH", ""),
+               ANSIBLE_NOCOLOR="1", LLM_CLUSTER_ARTIFACTS=os.path.join(os.path.dirname(inventory_path), "artifacts"))
+    return subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", inventory_path, PLAYBOOK] + list(extra),
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+def write_inventory(tmp_path, inventory):
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(inventory, sort_keys=False))
+    return str(path)
+
+
+def test_case_table_is_large_enough():
+    assert len(CASES) >= 12
+    assert len({case["id"] for case in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
+def test_broken_inventory_fails_validation_before_any_host(tmp_path, case):
+    result = run_playbook(write_inventory(tmp_path, apply_case(case)))
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "Inventory validation found" in output, output
+    assert case["expect"] in " ".join(output.split()), output
+    assert "UNREACHABLE" not in output
+    assert "Gathering Facts" not in output and "Preflight |" not in output
+
+
+def test_llm_solution_config_passes_validation_unchanged(tmp_path):
+    path = os.path.join(FIXTURES, "llm_solution_config.yaml")
+    result = run_playbook(path, "--tags", "always", "-v")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "Inventory is valid: 2 node(s), head master1." in output
+    assert "UNREACHABLE" not in output
+
+
+def test_every_problem_is_reported_in_one_run(tmp_path):
+    combined = {"set": {}, "unset": [], "host_vars": {}}
+    for case_id in ("node_num_too_high", "port_clash", "unknown_backend", "relative_model_path", "bad_cidr"):
+        case = next(c for c in CASES if c["id"] == case_id)
+        combined["set"].update(case.get("set") or {})
+    case = dict(combined, expect=None)
+    result = run_playbook(write_inventory(tmp_path, apply_case(case)))
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 2
+    assert "Inventory validation found 5 problem(s)" in output

@@ -1,0 +1,180 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._preflight import evaluate, table
+
+GIB = 1024 ** 3
+SETTINGS = {
+    "accelerator_type": "auto", "device_count": 0, "npu_driver_min_version": "24.1.0", "require_cann": True,
+    "ascend_root": "/usr/local/Ascend", "model_size_bytes": 0, "memory_factor": 1.3, "min_free_disk_gb": 0,
+    "node_num": 3, "clock_max_offset": 1.0, "interface_var": "ray_device",
+    "ports": {"ray_port": 6379, "llm_port": 8000, "dp_port": 12570}, "managed_unit_prefix": "llm-cluster-",
+}
+HOSTS = ["master1", "worker1", "worker2"]
+ADDRESSES = {"master1": "172.18.0.2", "worker1": "172.18.0.3", "worker2": "172.18.0.4"}
+
+
+def npu_node(name):
+    return {
+        "host": name,
+        "is_head": name == "master1",
+        "accelerators": {
+            "type": "npu", "count": 8, "driver_version": "25.0.rc1.1", "firmware_version": "7.7.0.1.231",
+            "cann_version": "8.3.RC2", "errors": [],
+            "devices": [{"index": i, "name": "910B4", "health": "OK", "bus_id": "0000:C%d:00.0" % i} for i in range(8)],
+        },
+        "facts": {
+            "kernel": "6.6.0", "python_version": "3.11.2",
+            "memory": {"total": 512 * GIB, "available": 400 * GIB},
+            "model": {"path": "/srv/m", "exists": False, "files": 0, "size": 0, "disk_path": "/srv", "disk_free": 900 * GIB},
+            "interface": {"requested": "eth0", "name": "eth0", "exists": True, "up": True, "ipv4": [ADDRESSES[name]],
+                          "address": ADDRESSES[name], "error": None, "available": ["eth0"]},
+            "ports": [{"port": p, "free": True, "owners": []} for p in (6379, 8000, 12570)],
+            "clock": 1000.0,
+        },
+        "probe": {"results": [{"name": peer, "address": ADDRESSES[peer], "port": 6379, "reachable": True, "error": None,
+                               "clock_offset": 0.001, "clock_uncertainty": 0.0005}
+                              for peer in HOSTS if peer != name]},
+    }
+
+
+@pytest.fixture
+def nodes():
+    return [npu_node(h) for h in HOSTS]
+
+
+def failures(nodes, **settings):
+    return evaluate(nodes, dict(SETTINGS, **settings))["failures"]
+
+
+def test_healthy_cluster_passes(nodes):
+    report = evaluate(nodes, SETTINGS)
+    assert report["ok"] and report["failures"] == []
+    assert report["expected"] == {"accelerator_type": "npu", "device_count": 8, "model_size_bytes": 0}
+    assert set(report["hosts"]) == set(HOSTS)
+    assert all(c["ok"] for c in report["hosts"]["worker1"]["checks"])
+
+
+def test_unhealthy_device_is_named(nodes):
+    nodes[1]["accelerators"]["devices"][3]["health"] = "Alarm"
+    assert failures(nodes) == ["worker1: NPU 3 (0000:C3:00.0) health is Alarm; inspect it with 'npu-smi info -t health -i 3'"]
+
+
+def test_missing_device_is_named(nodes):
+    del nodes[2]["accelerators"]["devices"][5]
+    nodes[2]["accelerators"]["count"] = 7
+    [msg] = failures(nodes)
+    assert msg.startswith("worker2: 7 NPUs found (0,1,2,3,4,6,7), expected 8; missing NPU 5")
+
+
+def test_old_driver(nodes):
+    nodes[2]["accelerators"]["driver_version"] = "23.0.7"
+    [msg] = failures(nodes)
+    assert "worker2: NPU driver 23.0.7 is older than 24.1.0 (prepare_npu_driver_min_version)" in msg
+
+
+def test_rc_driver_of_minimum_release_is_older(nodes):
+    nodes[0]["accelerators"]["driver_version"] = "24.1.rc2"
+    assert "master1: NPU driver 24.1.rc2 is older than 24.1.0" in failures(nodes)[0]
+
+
+def test_missing_cann_unless_not_required(nodes):
+    nodes[1]["accelerators"]["cann_version"] = None
+    assert "worker1: CANN toolkit not found under /usr/local/Ascend/ascend-toolkit" in failures(nodes)[0]
+    assert failures(nodes, require_cann=False) == []
+
+
+def test_interface_missing_names_host_variable_and_choices(nodes):
+    nodes[2]["facts"]["interface"] = {"requested": "eth9", "name": "eth9", "exists": False, "up": False, "ipv4": [],
+                                      "address": None, "error": "Device \"eth9\" does not exist.", "available": ["eth0"]}
+    nodes[2]["probe"] = None
+    msgs = failures(nodes)
+    assert msgs[0] == ("worker2: interface eth9 (ray_device) does not exist: Device \"eth9\" does not exist.; "
+                       "set ray_device for worker2 to one of its interfaces (eth0)")
+    assert msgs[1].startswith("worker2: peers not probed")
+
+
+def test_interface_down_and_without_address(nodes):
+    nodes[0]["facts"]["interface"]["up"] = False
+    nodes[1]["facts"]["interface"]["ipv4"] = []
+    msgs = failures(nodes)
+    assert "master1: interface eth0 (ray_device) is DOWN" in msgs[0]
+    assert "worker1: interface eth0 (ray_device) has no IPv4 address" in msgs[1]
+
+
+def test_unreachable_peer(nodes):
+    nodes[1]["probe"]["results"][0].update(reachable=False, error="timed out", clock_offset=None)
+    [msg] = failures(nodes)
+    assert msg.startswith("worker1: cannot reach master1 at 172.18.0.2:6379 over ray_device (timed out)")
+
+
+def test_port_in_use_by_a_stranger_but_not_by_our_units(nodes):
+    nodes[0]["facts"]["ports"][1] = {"port": 8000, "free": False,
+                                     "owners": [{"pid": 42, "comm": "nginx", "unit": "nginx.service"}]}
+    nodes[0]["facts"]["ports"][0] = {"port": 6379, "free": False,
+                                     "owners": [{"pid": 7, "comm": "gcs_server", "unit": "llm-cluster-ray-head.service"}]}
+    assert failures(nodes) == ["master1: llm_port 8000 is in use by pid 42 (nginx, unit nginx.service); "
+                               "stop that service or choose another llm_port"]
+
+
+def test_clock_offset_beyond_bound_blames_both_ends(nodes):
+    nodes[0]["probe"]["results"][1]["clock_offset"] = 3.0
+    msgs = failures(nodes)
+    assert any(m.startswith("master1: clock offset to a peer up to 2.999 s") for m in msgs)
+    assert any(m.startswith("worker2: clock offset to a peer up to 2.999 s") for m in msgs)
+
+
+def test_python_mismatch(nodes):
+    nodes[2]["facts"]["python_version"] = "3.9.18"
+    [msg] = failures(nodes)
+    assert msg.startswith("worker2: Python 3.9.18 but the head master1 has 3.11.2")
+
+
+def test_memory_rule_uses_model_size_on_head(nodes):
+    nodes[0]["facts"]["model"].update(exists=True, size=1000 * GIB)
+    nodes[0]["facts"]["memory"]["available"] = 500 * GIB
+    nodes[2]["facts"]["memory"]["available"] = 500 * GIB
+    nodes[1]["facts"]["memory"]["available"] = 300 * GIB
+    [msg] = failures(nodes)
+    assert msg.startswith("worker1: 300.0 GiB memory available, need 433.3 GiB (model 1000.0 GiB / 3 nodes x 1.3)")
+
+
+def test_accelerator_type_mismatch(nodes):
+    nodes[1]["accelerators"] = {"type": "none", "count": 0, "devices": [], "errors": []}
+    [msg] = failures(nodes)
+    assert msg.startswith("worker1: expected npu accelerators (as on the head) but found none")
+
+
+def test_four_faults_reported_together(nodes):
+    nodes[1]["accelerators"]["devices"][3]["health"] = "Alarm"
+    nodes[2]["accelerators"]["driver_version"] = "23.0.7"
+    nodes[2]["facts"]["interface"].update(exists=False, error="not found", name="eth9", ipv4=[], address=None)
+    nodes[2]["probe"] = None
+    nodes[0]["probe"]["results"][0].update(reachable=False, error="timed out")
+    report = evaluate(nodes, SETTINGS)
+    text = "\n".join(report["failures"])
+    for needle in ("worker1: NPU 3", "worker2: NPU driver 23.0.7", "worker2: interface eth9", "master1: cannot reach worker1"):
+        assert needle in text
+    assert not report["ok"]
+    rows = table(report).splitlines()
+    assert rows[0].split()[:3] == ["host", "accel", "dev"]
+    assert rows[1].startswith("master1") and "FAIL(1)" in rows[1]
+    assert "OK" not in rows[3].split()[-1]
+
+
+def test_gpu_and_cpu_clusters(nodes):
+    gpu = copy.deepcopy(nodes)
+    for node in gpu:
+        node["accelerators"] = {"type": "gpu", "count": 2, "driver_version": "580.1", "errors": [],
+                                "devices": [{"index": 0, "health": "OK"}, {"index": 1, "health": "OK"}]}
+    assert failures(gpu) == []
+    for node in gpu:
+        node["accelerators"] = {"type": "none", "count": 0, "devices": [], "errors": []}
+    assert failures(gpu) == []
+    assert "expected gpu accelerators (prepare_accelerator_type)" in failures(gpu, accelerator_type="gpu")[0]
