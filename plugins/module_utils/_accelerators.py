@@ -114,8 +114,11 @@ def _parse(parser, text, errors, *args):
 def _read_version(path, parser, errors):
     try:
         data = versions.read_version_file(path, parser)
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         errors.append("cannot read %s: %s" % (path, exc))
+        return None
+    except ValueError as exc:
+        errors.append("unparseable file: %s" % exc)
         return None
     if data is None:
         return None
@@ -171,8 +174,8 @@ def _check_npu_nodes(devices, nodes, dev_root, errors):
         if number in by_number:
             device["device_node"] = by_number[number]
         else:
-            missing.append("NPU %s (%s) has no %s" % (device["index"], device["bus_id"],
-                                                        os.path.join(dev_root, "davinci%d" % number)))
+            node = os.path.join(dev_root, "davinci%d" % number)
+            missing.append("NPU %s (%s) has no %s" % (device["index"], device["bus_id"], node))
     if missing:
         errors.append("missing device nodes: " + "; ".join(missing))
     extra = [path for number, path in nodes if number not in numbered]

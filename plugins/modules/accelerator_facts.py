@@ -3,6 +3,9 @@
 
 # Copyright (c) 2026 aihost.llm_cluster contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# As an Ansible module this file is also offered under the
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ description:
   - The module never changes the host. Problems found while probing (a tool that fails, output that cannot be parsed,
     device nodes without a device) are reported in RV(accelerators.errors) instead of failing the task.
 author:
-  - aihost.llm_cluster contributors
+  - aihost.llm_cluster contributors (@aihost)
 attributes:
   check_mode:
     support: full
@@ -83,13 +86,13 @@ EXAMPLES = r"""
 
 - name: Use an npu-smi outside the search path
   aihost.llm_cluster.accelerator_facts:
-    npu_smi_path: /usr/local/Ascend/driver/tools/npu-smi
-  register: __prepare_accelerators
+    npu_smi_path: /usr/local/sbin/npu-smi
+  register: accelerator_inventory
 
 - name: Show problems found while probing
   ansible.builtin.debug:
-    var: __prepare_accelerators.accelerators.errors
-  when: __prepare_accelerators.accelerators.errors | length > 0
+    var: accelerator_inventory.accelerators.errors
+  when: accelerator_inventory.accelerators.errors | length > 0
 """
 
 RETURN = r"""

@@ -162,7 +162,7 @@ def test_sorting_known_versions():
     assert sorted(shuffled, key=versions.ascend_version_key) == ORDERED
 
 
-@pytest.mark.parametrize("left, right, expected", [
+@pytest.mark.parametrize("version_a, version_b, expected", [
     ("24.1.rc2", "24.1.0", -1),
     ("25.0.rc1.1", "24.1.0", 1),
     ("25.3.rc1", "25.0.rc1.1", 1),
@@ -173,9 +173,9 @@ def test_sorting_known_versions():
     ("8.3.RC2", "8.3.rc2", 0),
     ("25.0.rc1", "25.0.rc1.1", -1),
 ])
-def test_compare(left, right, expected):
-    assert versions.compare_ascend_versions(left, right) == expected
-    assert versions.compare_ascend_versions(right, left) == -expected
+def test_compare(version_a, version_b, expected):
+    assert versions.compare_ascend_versions(version_a, version_b) == expected
+    assert versions.compare_ascend_versions(version_b, version_a) == -expected
 
 
 def test_at_least():
