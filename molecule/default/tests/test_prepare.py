@@ -1,0 +1,71 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""What the prepare role leaves on three Atlas 800I A2 stand-ins."""
+
+from __future__ import annotations
+
+import json
+import os
+
+testinfra_hosts = ["ansible://all"]
+
+ARTIFACTS = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "artifacts")
+
+
+def env_of(host):
+    content = host.file("/etc/llm_cluster/env").content_string
+    pairs = [line.split("=", 1) for line in content.splitlines() if line and not line.startswith("#")]
+    keys = [k for k, _ in pairs]
+    assert len(keys) == len(set(keys)), "duplicate keys in the env file"
+    return dict(pairs)
+
+
+def address_of(host, name):
+    return host.run("getent hosts %s" % name).stdout.split()[0]
+
+
+def test_env_file_holds_the_resolved_interface(host):
+    f = host.file("/etc/llm_cluster/env")
+    assert f.exists and f.user == "root" and f.mode == 0o644
+    env = env_of(host)
+    name = host.backend.get_hostname()
+    own = host.run("ip -4 -o addr show dev eth0").stdout.split()[3].split("/")[0]
+    for key in ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "LLM_CLUSTER_INTERFACE"):
+        assert env[key] == "eth0"
+    assert env["HCCL_IF_IP"] == own
+    assert env["LLM_CLUSTER_NODE_ADDRESS"] == own
+    assert env["LLM_CLUSTER_HEAD_ADDRESS"] == address_of(host, "master1")
+    assert env["LLM_CLUSTER_ROLE"] == ("head" if name == "master1" else "worker")
+    assert env["LLM_CLUSTER_NODE_NUM"] == "3"
+    assert env["LLM_CLUSTER_ACCELERATOR"] == "npu"
+    assert env["ASCEND_RT_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
+    assert env["vLLM_MODEL_BACKEND"] == "MindFormers"
+    assert env["HCCL_CONNECT_TIMEOUT"] == "7200"
+
+
+def test_login_shells_see_the_environment_and_bashrc_is_untouched(host):
+    hook = host.file("/etc/profile.d/llm_cluster.sh")
+    assert hook.exists and hook.mode == 0o644
+    assert host.run("bash -lc 'echo $HCCL_SOCKET_IFNAME'").stdout.strip() == "eth0"
+    assert not host.file("/root/.bashrc").contains("llm_cluster")
+
+
+def test_probe_listener_is_gone(host):
+    assert not host.socket("tcp://6379").is_listening
+
+
+def test_preflight_report_on_the_controller(host):
+    name = host.backend.get_hostname()
+    with open(os.path.join(ARTIFACTS, "preflight-%s.json" % name)) as handle:
+        report = json.load(handle)
+    assert report["host"] == name and report["ok"] is True and report["failures"] == []
+    checks = {}
+    for check in report["checks"]:
+        checks.setdefault(check["check"], []).append(check)
+    assert all(c["ok"] for entries in checks.values() for c in entries)
+    assert checks["device_count"][0]["detail"] == "8 NPUs"
+    assert checks["npu_driver"][0]["detail"] == "NPU driver 25.0.rc1.1 >= 24.1.0"
+    assert checks["reachability"][0]["detail"] == "reaches 2 peer(s) on port 6379"
+    assert checks["clock"][0]["detail"].startswith("clock offset to a peer up to")
+    assert [c["detail"] for c in checks["port_free"]] == ["ray_port 6379 free", "llm_port 8000 free", "dp_port 12570 free"]
+    assert report["summary"]["cann"] == "8.3.RC2" and report["summary"]["firmware"] == "7.7.0.1.231"
