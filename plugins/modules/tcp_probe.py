@@ -80,7 +80,7 @@ results:
   elements: dict
   sample: [{"name": "worker1", "address": "192.168.10.12", "port": 6379, "reachable": true, "seconds": 0.001,
             "error": null, "clock_offset": 0.0004, "clock_uncertainty": 0.0001}]
-unreachable:
+failed_peers:
   description: Names of the targets that did not accept the connection.
   returned: always
   type: list
@@ -155,7 +155,7 @@ def main():
     module = build_module()
     results = [probe(t, module.params["source"], module.params["timeout"]) for t in module.params["targets"]]
     module.exit_json(changed=False, results=results,
-                     unreachable=[r["name"] for r in results if not r["reachable"]], clock=time.time())
+                     failed_peers=[r["name"] for r in results if not r["reachable"]], clock=time.time())
 
 
 if __name__ == "__main__":

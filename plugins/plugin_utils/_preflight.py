@@ -264,6 +264,11 @@ def evaluate(nodes, settings):
             },
         }
         report["failures"].extend(host.failures)
+    probed = set(report["hosts"])
+    for name in settings.get("hosts") or []:
+        if name not in probed:
+            report["failures"].append("%s: not probed (unreachable, or it failed an earlier task); "
+                                      "fix the connection and run again" % name)
     report["ok"] = not report["failures"]
     return report
 

@@ -1,3 +1,5 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Shared code of the fake vendor tools (npu-smi, hccn_tool, nvidia-smi).
 
 The fakes are test doubles for the container test harness. Each node has one
@@ -12,12 +14,12 @@ schema.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import socket
 import sys
 import tempfile
-from contextlib import contextmanager
 
 DEFAULT_STATE = "/var/lib/llm-cluster-fakes/state.json"
 DEFAULT_FABRIC = "/var/lib/llm-cluster-fabric"
@@ -110,11 +112,18 @@ class State:
         stem = self.path[:-5] if self.path.endswith(".json") else self.path
         self.runtime_path = stem + ".runtime.json"
         try:
-            self.base = read_json(self.path)
-            runtime = read_json(self.runtime_path, {})
+            with open(self.path, "rb") as handle:
+                raw = handle.read()
+            self.base = json.loads(raw)
+            self.fingerprint = hashlib.sha256(raw).hexdigest()
+            runtime = self._read_runtime()
         except (OSError, ValueError) as exc:
             raise Exit(1, err=f"{tool} (fake): cannot read state file {self.path}: {exc}\n") from exc
         self.data = deep_merge(self.base, runtime)
+
+    def _read_runtime(self) -> dict:
+        runtime = read_json(self.runtime_path, {})
+        return runtime if runtime.get("state_sha256") == self.fingerprint else {}
 
     def get(self, key: str, default=None):
         value = self.data.get(key)
@@ -151,17 +160,13 @@ class State:
     def hccn_conf(self) -> str:
         return os.environ.get("LLM_CLUSTER_FAKE_HCCN_CONF") or self.data.get("hccn_conf") or DEFAULT_HCCN_CONF
 
-    @contextmanager
-    def _locked_runtime(self):
+    def update_runtime(self, mutate) -> None:
+        """Apply ``mutate(runtime_dict)`` to the overlay under a lock and persist it."""
         os.makedirs(os.path.dirname(self.runtime_path) or ".", exist_ok=True)
         with open(self.runtime_path + ".lock", "a", encoding="utf-8") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            runtime = read_json(self.runtime_path, {})
-            yield runtime
-            write_atomic(self.runtime_path, dump_json(runtime))
-            self.data = deep_merge(self.base, runtime)
-
-    def update_runtime(self, mutate) -> None:
-        """Apply ``mutate(runtime_dict)`` to the overlay under a lock and persist it."""
-        with self._locked_runtime() as runtime:
+            runtime = self._read_runtime()
+            runtime["state_sha256"] = self.fingerprint
             mutate(runtime)
+            write_atomic(self.runtime_path, dump_json(runtime))
+        self.data = deep_merge(self.base, runtime)

@@ -1,4 +1,5 @@
-#!/usr/bin/env python3
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Fake ``hccn_tool`` (Ascend 910B / Atlas A2 RoCE NIC tool, ``-i <id> -<cmd> -g|-s ...`` syntax).
 
 Test double for the container test harness (see tests/fakes/README.md).
@@ -17,10 +18,8 @@ from __future__ import annotations
 import glob
 import ipaddress
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-import _fakelib as fl  # noqa: E402  pylint: disable=wrong-import-position
+import _fakelib as fl
 
 SUCCESS = "Cmd executed successfully!\n"
 # UDA_* codes (ossl_user_linux.h); the exit status is their low byte.
@@ -88,20 +87,20 @@ def parse_pairs(params: list[str], allowed: tuple[str, ...], required: tuple[str
     return pairs
 
 
+def parse_conf_row(row: str) -> tuple[str, str, str] | None:
+    """(name, device id, value) of a ``<name>_<id>=<value>`` row of a known key, else None."""
+    key, equals, value = row.partition("=")
+    name, underscore, dev = key.rpartition("_")
+    if equals and underscore and name in CONF_KEYS and dev.isdigit():
+        return name, dev, value
+    return None
+
+
 class Conf:
     """/etc/hccn.conf: ``key_<id>=value`` lines, updated in place."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-
-    def read(self) -> dict[str, dict[str, str]]:
-        devices: dict[str, dict[str, str]] = {}
-        for line in self._lines():
-            key, sep, value = line.partition("=")
-            name, _, dev = key.rpartition("_")
-            if sep and name in CONF_KEYS and dev.isdigit():
-                devices.setdefault(dev, {})[name] = value
-        return devices
 
     def _lines(self) -> list[str]:
         try:
@@ -110,31 +109,33 @@ class Conf:
         except FileNotFoundError:
             return []
 
+    def read(self) -> dict[str, dict[str, str]]:
+        devices: dict[str, dict[str, str]] = {}
+        for parsed in filter(None, map(parse_conf_row, self._lines())):
+            name, dev, value = parsed
+            devices.setdefault(dev, {})[name] = value
+        return devices
+
     def update(self, dev: int, values: dict[str, object]) -> None:
+        """Set keys of device ``dev``: in place if present, else inside its block in CONF_KEYS order."""
         rows = self._lines()
         for name, value in values.items():
             entry = f"{name}_{dev}={value}"
-            prefix = f"{name}_{dev}="
-            index = next((i for i, row in enumerate(rows) if row.startswith(prefix)), None)
-            if index is not None:
-                rows[index] = entry
-                continue
             rank = CONF_KEYS.index(name)
-            before = [i for i, row in enumerate(rows) if self._rank(row, dev) is not None and self._rank(row, dev) < rank]
-            after = [i for i, row in enumerate(rows) if self._rank(row, dev) is not None and self._rank(row, dev) > rank]
-            if before:
-                rows.insert(before[-1] + 1, entry)
-            elif after:
-                rows.insert(after[0], entry)
+            parsed = [parse_conf_row(row) for row in rows]
+            ranks = [CONF_KEYS.index(p[0]) if p and p[1] == str(dev) else None for p in parsed]
+            if rank in ranks:
+                rows[ranks.index(rank)] = entry
+                continue
+            lower = [i for i, r in enumerate(ranks) if r is not None and r < rank]
+            higher = [i for i, r in enumerate(ranks) if r is not None and r > rank]
+            if lower:
+                rows.insert(lower[-1] + 1, entry)
+            elif higher:
+                rows.insert(higher[0], entry)
             else:
                 rows.append(entry)
         fl.write_atomic(self.path, fl.lines(*rows), mode=0o640)
-
-    @staticmethod
-    def _rank(row: str, dev: int) -> int | None:
-        key = row.partition("=")[0]
-        name, _, suffix = key.rpartition("_")
-        return CONF_KEYS.index(name) if name in CONF_KEYS and suffix == str(dev) else None
 
 
 class Node:
@@ -167,14 +168,15 @@ class Node:
     def link(self, dev: int) -> str:
         return str(self.state.knob("link", dev, "UP")).upper()
 
-    def set_config(self, dev: int, values: dict[str, object], persist: bool = True) -> None:
+    def set_config(self, dev: int, values: dict[str, object]) -> None:
+        """Apply settings to the device (runtime overlay) and persist them in hccn.conf, under one lock."""
+
         def mutate(runtime: dict) -> None:
             devices = runtime.setdefault("hccn", {}).setdefault("devices", {})
             devices.setdefault(str(dev), {}).update(values)
+            self.conf.update(dev, values)
 
         self.state.update_runtime(mutate)
-        if persist:
-            self.conf.update(dev, values)
         self.publish()
 
     def set_link(self, dev: int, value: str) -> None:
@@ -188,8 +190,7 @@ class Node:
                 str(dev): {"address": self.config(dev).get("address"), "link": self.link(dev)} for dev in self.ids
             },
         }
-        fabric = self.state.fabric_dir
-        fl.write_atomic(os.path.join(fabric, f"{self.state.hostname}.json"), fl.dump_json(record))
+        fl.write_atomic(os.path.join(self.state.fabric_dir, f"{self.state.hostname}.json"), fl.dump_json(record))
 
     def peers_with(self, address: str) -> list[tuple[str, str]]:
         """(hostname, link) of every published device that owns ``address``."""

@@ -1,18 +1,17 @@
-#!/usr/bin/env python3
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Fake ``npu-smi`` (Ascend 910B / Atlas A2, driver 24.x-25.x output formats).
 
-Test double for the container test harness; the output formats follow
-docs in tests/fakes/README.md. Errors go to stdout and the exit status is the
-low byte of the negative DCMI/NPU error code, as the real tool does.
+Test double for the container test harness (see tests/fakes/README.md).
+Supports ``info`` (device and process tables), ``info -l``, ``info -m``,
+``info -t topo``, ``info -t board|health -i N [-c C]`` and ``-v``. Like the
+real tool it prints errors on stdout, and its exit status is the low byte of
+the negative DCMI/NPU error code.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-import _fakelib as fl  # noqa: E402  pylint: disable=wrong-import-position
+import _fakelib as fl
 
 # Error codes (exit status = code & 0xFF).
 ERR_INVALID_PARAMETER = -9001

@@ -178,3 +178,9 @@ def test_gpu_and_cpu_clusters(nodes):
         node["accelerators"] = {"type": "none", "count": 0, "devices": [], "errors": []}
     assert failures(gpu) == []
     assert "expected gpu accelerators (prepare_accelerator_type)" in failures(gpu, accelerator_type="gpu")[0]
+
+
+def test_a_host_that_was_never_probed_fails_the_gate(nodes):
+    report = evaluate(nodes[:2], dict(SETTINGS, hosts=HOSTS))
+    assert report["failures"] == ["worker2: not probed (unreachable, or it failed an earlier task); "
+                                  "fix the connection and run again"]
