@@ -15,7 +15,7 @@ ARTIFACTS = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "ar
 def env_of(host):
     content = host.file("/etc/llm_cluster/env").content_string
     pairs = [line.split("=", 1) for line in content.splitlines() if line and not line.startswith("#")]
-    keys = [k for k, _ in pairs]
+    keys = [pair[0] for pair in pairs]
     assert len(keys) == len(set(keys)), "duplicate keys in the env file"
     return dict(pairs)
 
