@@ -51,10 +51,10 @@ options:
       cmdline:
         description:
           - Python regular expression searched in the command line, C(/proc/<pid>/cmdline), whose arguments are
-            joined by NUL characters (write V(\x00) in the expression to match an argument boundary, for example
-            V(--port\x008000)).
+            joined by NUL characters (write V(\\x00) in the expression to match an argument boundary, for example
+            V(--port\\x008000)).
           - Programs that rename themselves with C(setproctitle), as vLLM does, show their full title here
-            (V(^VLLM::EngineCore_DP0\b)).
+            (V(^VLLM::EngineCore_DP0\\b)).
         type: str
       parent_comm:
         description: Python regular expression searched in the name (C(comm)) of the parent process.
@@ -270,6 +270,27 @@ irqs:
   returned: always
   type: list
   elements: dict
+  contains:
+    irq:
+      description: IRQ number.
+      type: int
+      sample: 120
+    name:
+      description: Its description in C(/proc/interrupts), fields separated by single spaces.
+      type: str
+      sample: ITS-MSI 524288 Edge sq_send_trigger_irq
+    before:
+      description: CPU list of C(smp_affinity_list) before the run.
+      type: str
+      sample: 0-191
+    after:
+      description: CPU list after the run (in check mode, the planned one).
+      type: str
+      sample: 46-47
+    changed:
+      description: Whether the affinity was (or would be) changed.
+      type: bool
+      sample: true
   sample:
     - irq: 120
       name: ITS-MSI 524288 Edge sq_send_trigger_irq
@@ -280,6 +301,19 @@ numa_balancing:
   description: C(kernel.numa_balancing) before and after, V(null) when not handled.
   returned: always
   type: dict
+  contains:
+    before:
+      description: Value before the run; V(null) when the kernel has no NUMA balancing.
+      type: str
+      sample: "1"
+    after:
+      description: Value after the run (in check mode, the planned one).
+      type: str
+      sample: "0"
+    changed:
+      description: Whether the value was (or would be) changed.
+      type: bool
+      sample: true
   sample: {before: "1", after: "0", changed: true}
 irqbalance_banned:
   description:
@@ -287,6 +321,23 @@ irqbalance_banned:
       V(null) when not handled.
   returned: always
   type: dict
+  contains:
+    path:
+      description: The irqbalance environment file.
+      type: str
+      sample: /etc/sysconfig/irqbalance
+    before:
+      description: CPU list of the line before the run, V(null) when there was none.
+      type: str
+      sample: 0-23
+    after:
+      description: CPU list after the run (in check mode, the planned one); V(null) when the line was removed.
+      type: str
+      sample: 0-47
+    changed:
+      description: Whether the file was (or would be) changed; restart irqbalance when true.
+      type: bool
+      sample: true
   sample: {path: /etc/sysconfig/irqbalance, before: null, after: 0-47, changed: true}
 settle_rounds:
   description: Number of re-scan rounds made after the first binding pass.
@@ -835,8 +886,9 @@ class Binder:
             proc = self.matched[pid]
             identity = dict(pid=pid, start_time=proc["start_time"], boot_id=self.boot_id, comm=proc["comm"])
             proc_key = "proc:%d" % pid
-            main = get_affinity(pid)
-            record_original(doc, proc_key, dict(identity, cpus=main if main is not None else current, applied=[]))
+            if proc_key not in doc["entries"]:
+                main = get_affinity(pid)
+                record_original(doc, proc_key, dict(identity, cpus=main if main is not None else current, applied=[]))
             applied = doc["entries"][proc_key].setdefault("applied", [])
             if rule["cpus"] not in applied:
                 applied.append(rule["cpus"])
@@ -995,7 +1047,7 @@ def apply_present(module, params, table, boot_id):
         binder.bind(todo)
         rounds = 0
         quiet = 0
-        while rounds < params["settle"] and quiet < 2:
+        while matched and rounds < params["settle"] and quiet < 2:
             time.sleep(SETTLE_DELAY)
             rounds += 1
             todo = binder.scan()
