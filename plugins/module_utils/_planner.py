@@ -44,7 +44,8 @@ Layout keys (all optional; ``DEFAULT_LAYOUT`` holds the defaults):
   affinity range form a group; with more NPUs than NUMA nodes ("shared mode")
   each group's range is sliced in ``len(range) // len(group)`` cores; the n-th
   NPU of a group gets the ``workqueue_cores`` cores ending at
-  ``range_start + slice - 1 - workqueue_cores * n``. The slice is computed
+  ``range_start + slice - 1 - workqueue_cores * n`` (here, as in llm_solution,
+  ``workqueue_cores`` counts CPUs, not cores). The slice is computed
   from the range itself (llm_solution's script turns it negative when a range
   ends at the host's last CPU), and the formula is refused when the cores
   would leave the range, are not usable or split SMT siblings. When the
@@ -172,16 +173,16 @@ def _normalise_layout(layout, topology_devices):
     result["devices"] = devices
     count = len(devices)
 
-    result["tp_size"] = _as_int("tp_size", given["tp_size"], 1) if "tp_size" in given else max(count, 1)
-    tp_size = result["tp_size"]
+    tp_size = _as_int("tp_size", given["tp_size"], 1) if "tp_size" in given else max(count, 1)
+    result["tp_size"] = tp_size
     if "dp_ranks_per_node" in given:
-        result["dp_ranks_per_node"] = _as_int("dp_ranks_per_node", given["dp_ranks_per_node"], 0)
+        dp_local = _as_int("dp_ranks_per_node", given["dp_ranks_per_node"], 0)
     else:
         if count % tp_size:
             raise PlanError("tp_size %d does not divide the %d selected devices: choose a tp_size that divides %d "
                             "or list the devices to use in layout devices" % (tp_size, count, count))
-        result["dp_ranks_per_node"] = count // tp_size
-    dp_local = result["dp_ranks_per_node"]
+        dp_local = count // tp_size
+    result["dp_ranks_per_node"] = dp_local
     if dp_local * tp_size != count:
         raise PlanError("dp_ranks_per_node x tp_size = %d x %d = %d devices, but the layout selects %d (%s): "
                         "change tp_size or dp_ranks_per_node, or list %d devices in layout devices"
@@ -190,10 +191,10 @@ def _normalise_layout(layout, topology_devices):
     result["dp_start_rank"] = _as_int("dp_start_rank", result["dp_start_rank"], 0)
     minimum_dp = result["dp_start_rank"] + dp_local
     if "dp_size" in given:
-        result["dp_size"] = _as_int("dp_size", given["dp_size"], 1)
-        if result["dp_size"] < minimum_dp:
-            raise PlanError("dp_size %d is smaller than dp_start_rank + dp_ranks_per_node = %d"
-                            % (result["dp_size"], minimum_dp))
+        dp_size = _as_int("dp_size", given["dp_size"], 1)
+        if dp_size < minimum_dp:
+            raise PlanError("dp_size %d is smaller than dp_start_rank + dp_ranks_per_node = %d" % (dp_size, minimum_dp))
+        result["dp_size"] = dp_size
     else:
         result["dp_size"] = max(minimum_dp, 1)
     result["expert_parallel"] = _as_bool("expert_parallel", result["expert_parallel"])

@@ -24,6 +24,13 @@ description:
   - It lists the C(davinciN) or C(nvidiaN) device nodes under O(dev_root) and checks them against the devices the tool reports.
   - The module never changes the host. Problems found while probing (a tool that fails, output that cannot be parsed,
     device nodes without a device) are reported in RV(accelerators.errors) instead of failing the task.
+  - With O(topology=true) it also reads the CPU topology from sysfs (online, allowed and isolated CPUs, SMT siblings,
+    NUMA nodes, L3 groups, packages) and the CPU locality of each accelerator (PCI sysfs C(numa_node) and
+    C(local_cpulist), else the affinity printed by C(npu-smi info -t topo) or C(nvidia-smi topo -m), which are run
+    only when sysfs lacks it).
+  - With O(layout) it also computes a CPU binding plan for the vLLM processes and the devices' kernel work
+    (workqueues, IRQs) from that topology; a layout that does not fit the host fails the task with a message saying
+    what to change.
 author:
   - aihost.llm_cluster contributors (@aihost)
 attributes:
@@ -65,11 +72,40 @@ options:
       - Directory holding the device nodes. Only useful for tests.
     type: path
     default: /dev
+  topology:
+    description:
+      - Also return the CPU topology of the host and the CPU locality of each accelerator in RV(topology).
+    type: bool
+    default: false
+  layout:
+    description:
+      - When set, also return in RV(plan) the CPUs each vLLM engine and worker process, each device's workqueue and
+        IRQs, and the housekeeping tasks should use. The topology is read as for O(topology=true).
+      - "Keys, all optional: C(devices) (device indices, default all), C(tp_size) (default the number of devices),
+        C(dp_ranks_per_node) (default devices / tp_size), C(dp_start_rank) (0), C(dp_size) (dp_start_rank +
+        dp_ranks_per_node), C(expert_parallel) (false), C(workqueue_cores) (4 on NPU hosts, 0 otherwise),
+        C(workqueue_mode) (V(separate) or V(shared)), C(housekeeping_cores) (0), C(engine_cores) (1),
+        C(worker_cores) (null, an equal share of the device's NUMA node), C(llm_solution_compat) (true on NPU hosts:
+        the workqueue cores of llm_solution's C(fine-grained-bind-cann.py)), C(strict_locality) (false) and
+        C(isolated_for_workers) (false)."
+      - An empty dictionary plans with every default.
+      - Unknown keys, and layouts the host cannot hold, make the module fail with a message saying what to change.
+    type: dict
+  sysfs_root:
+    description:
+      - Directory holding C(sys/) for reading the topology. Only useful for tests.
+      - When it is not V(/), the CPUs the module may use are read from C(sys/fs/cgroup/cpuset.cpus.effective)
+        (cgroup v2) or C(sys/fs/cgroup/cpuset/cpuset.effective_cpus) (cgroup v1) under it instead of from the
+        CPU affinity of the module process.
+    type: path
+    default: /
 notes:
   - The NPU C(index) is the chip logic id from C(npu-smi info -m), the number that E(ASCEND_RT_VISIBLE_DEVICES) refers to.
     When the mapping cannot be read the position in C(npu-smi info) is used instead.
   - C(npu-smi) prints its Bus-Id in upper case and C(nvidia-smi) with an 8-digit domain; RV(accelerators.devices[].pci_address)
     is the lower-case sysfs form of both.
+  - RV(topology.allowed) is the CPU affinity of the module process, which reflects the cpuset of the user Ansible
+    connects as, not necessarily that of the inference container.
 """
 
 EXAMPLES = r"""
@@ -93,6 +129,21 @@ EXAMPLES = r"""
   ansible.builtin.debug:
     var: accelerator_inventory.accelerators.errors
   when: accelerator_inventory.accelerators.errors | length > 0
+
+- name: Read the CPU topology and plan the binding of two DP ranks of TP 4
+  aihost.llm_cluster.accelerator_facts:
+    topology: true
+    layout:
+      tp_size: 4
+      dp_ranks_per_node: 2
+      dp_size: 4
+      dp_start_rank: 0
+      expert_parallel: true
+  register: accelerator_plan
+
+- name: Show the workqueue cores of each device
+  ansible.builtin.debug:
+    msg: "{{ accelerator_plan.plan.devices | items2dict(key_name='index', value_name='workqueue_cores') }}"
 """
 
 RETURN = r"""
@@ -251,6 +302,134 @@ accelerators:
       elements: str
       sample:
         - "npu-smi info failed (rc=187): DrvMngGetConsoleLogLevel failed. (g_conLogLevel=3) / dcmi module initialize failed. ret is -8005"
+topology:
+  description:
+    - CPU topology of the host and CPU locality of the accelerators. CPU sets are sorted lists of CPU numbers.
+  returned: when O(topology=true)
+  type: dict
+  contains:
+    cpus:
+      description: Online CPUs.
+      returned: always
+      type: list
+      elements: int
+      sample: [0, 1, 2, 3]
+    nr_cpus:
+      description: Number of CPU ids of the kernel (1 + the highest possible CPU), the width of kernel CPU masks.
+      returned: always
+      type: int
+      sample: 192
+    allowed:
+      description: Online CPUs the module process may run on.
+      returned: always
+      type: list
+      elements: int
+      sample: [0, 1, 2, 3]
+    allowed_source:
+      description: Where RV(topology.allowed) comes from.
+      returned: always
+      type: str
+      sample: sched_getaffinity
+    isolated:
+      description: Online CPUs isolated with C(isolcpus=).
+      returned: always
+      type: list
+      elements: int
+      sample: []
+    siblings:
+      description: SMT threads of each core (every online CPU in exactly one list).
+      returned: always
+      type: list
+      elements: list
+      sample: [[0, 112], [1, 113]]
+    numa_nodes:
+      description: Online CPUs of each NUMA node, keyed by node number as a string.
+      returned: always
+      type: dict
+      sample: {"0": [0, 1], "1": [2, 3]}
+    numa_distances:
+      description: NUMA distances between nodes, keyed by node numbers as strings; empty when not exposed.
+      returned: always
+      type: dict
+      sample: {"0": {"0": 10, "1": 21}, "1": {"0": 21, "1": 10}}
+    l3_groups:
+      description: Online CPUs sharing an L3 cache; empty when not exposed.
+      returned: always
+      type: list
+      elements: list
+      sample: [[0, 1, 2, 3]]
+    packages:
+      description: Online CPUs of each physical package, keyed by package id as a string.
+      returned: always
+      type: dict
+      sample: {"0": [0, 1, 2, 3]}
+    clusters:
+      description: Online CPUs sharing a package, die and cluster id; empty when not exposed.
+      returned: always
+      type: list
+      elements: list
+      sample: [[0, 1, 2, 3]]
+    devices:
+      description: CPU locality of each accelerator of RV(accelerators.devices).
+      returned: always
+      type: list
+      elements: dict
+      sample:
+        - {index: 0, kind: npu, bus_id: "0000:c1:00.0", numa_node: 6, local_cpus: [144, 145], source: sysfs}
+    errors:
+      description: Problems found while reading the topology (a failing or unparseable vendor tool).
+      returned: always
+      type: list
+      elements: str
+      sample: []
+plan:
+  description:
+    - CPU binding plan computed from RV(topology) and O(layout). Housekeeping, each device's worker cores, each
+      device's workqueue cores (each NUMA node's when O(layout) sets C(workqueue_mode) to V(shared)) and each engine's cores
+      never overlap.
+  returned: when O(layout) is set
+  type: dict
+  contains:
+    layout:
+      description: The layout with every key filled in.
+      returned: always
+      type: dict
+      sample: {devices: [0, 1], tp_size: 2, dp_ranks_per_node: 1, workqueue_cores: 4, workqueue_mode: separate}
+    housekeeping:
+      description: CPUs reserved for the OS and background tasks.
+      returned: always
+      type: list
+      elements: int
+      sample: []
+    devices:
+      description:
+        - Per device its NUMA node, local CPUs, worker cores, workqueue cores, IRQ cores and the workqueue mask to
+          write to C(/sys/devices/virtual/workqueue/dev<N>_sq_send_wq/cpumask) (V(null) without workqueue cores).
+      returned: always
+      type: list
+      elements: dict
+      sample:
+        - {index: 0, numa_node: 6, local_cpus: [144, 145], worker_cores: [145, 146], workqueue_cores: [164, 165, 166, 167],
+           irq_cores: [164, 165, 166, 167], workqueue_mask: "000000f0,00000000,00000000,00000000,00000000,00000000"}
+    groups:
+      description: Per DP rank the engine process name and cores, and per TP rank the worker process name, device and cores.
+      returned: always
+      type: list
+      elements: dict
+      sample:
+        - {dp_rank: 0, engine: "VLLM::EngineCore", engine_cores: [144],
+           workers: [{tp_rank: 0, name: "VLLM::Worker_TP0", device: 0, cores: [145, 146]}]}
+    nr_cpus:
+      description: Width of the kernel CPU masks, as RV(topology.nr_cpus).
+      returned: always
+      type: int
+      sample: 192
+    warnings:
+      description: Compromises made by the plan (cores taken from another NUMA node, unused isolated CPUs...).
+      returned: always
+      type: list
+      elements: str
+      sample: []
 ansible_facts:
   description: Facts set by the module.
   returned: always
@@ -262,6 +441,16 @@ ansible_facts:
       type: dict
       sample: {type: none, tool: null, count: 0, devices: [], driver_version: null, firmware_version: null,
                cann_version: null, device_nodes: [], errors: []}
+    llm_cluster_cpu_topology:
+      description: Same dictionary as RV(topology).
+      returned: when O(topology=true)
+      type: dict
+      sample: {}
+    llm_cluster_cpu_plan:
+      description: Same dictionary as RV(plan).
+      returned: when O(layout) is set
+      type: dict
+      sample: {}
 """
 
 import os
@@ -272,6 +461,8 @@ from ansible_collections.aihost.llm_cluster.plugins.module_utils._accelerators i
     TOOL_SEARCH_DIRS,
     gather_accelerators,
 )
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._planner import PlanError, plan
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._topology import TopologyError, gather_topology
 
 
 def build_module():
@@ -281,6 +472,9 @@ def build_module():
             nvidia_smi_path=dict(type="str"),
             ascend_root=dict(type="path", default="/usr/local/Ascend"),
             dev_root=dict(type="path", default="/dev"),
+            topology=dict(type="bool", default=False),
+            layout=dict(type="dict"),
+            sysfs_root=dict(type="path", default="/"),
         ),
         supports_check_mode=True,
     )
@@ -316,7 +510,23 @@ def main():
         dev_root=module.params["dev_root"],
         errors=errors,
     )
-    module.exit_json(changed=False, accelerators=inventory, ansible_facts=dict(llm_cluster_accelerators=inventory))
+    result = dict(changed=False, accelerators=inventory, ansible_facts=dict(llm_cluster_accelerators=inventory))
+    if module.params["topology"] or module.params["layout"] is not None:
+        try:
+            topology = gather_topology(run, inventory, root=module.params["sysfs_root"])
+        except TopologyError as exc:
+            module.fail_json(msg="cannot read the CPU topology: %s" % exc, accelerators=inventory)
+        if module.params["topology"]:
+            result["topology"] = topology
+            result["ansible_facts"]["llm_cluster_cpu_topology"] = topology
+        if module.params["layout"] is not None:
+            try:
+                cpu_plan = plan(topology, module.params["layout"])
+            except PlanError as exc:
+                module.fail_json(msg=str(exc), accelerators=inventory, topology=topology)
+            result["plan"] = cpu_plan
+            result["ansible_facts"]["llm_cluster_cpu_plan"] = cpu_plan
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from unittest.mock import patch
 
@@ -21,6 +22,7 @@ from ansible_collections.aihost.llm_cluster.tests.unit.plugins.modules.utils imp
 )
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures", "vendor")
+TOPOLOGIES = os.path.join(os.path.dirname(FIXTURES), "topologies")
 NPU_SMI = "/usr/local/bin/npu-smi"
 NVIDIA_SMI = "/usr/bin/nvidia-smi"
 QUERY = (
@@ -85,8 +87,11 @@ def npu_outputs(**overrides):
     return outputs
 
 
-def run_module(args, outputs, tools):
-    """Run the module; return (result, argv list of every command, get_bin_path calls)."""
+def run_module(args, outputs, tools, expect=AnsibleExitJson):
+    """Run the module; return (result, argv list of every command, get_bin_path calls).
+
+    ``expect`` is the exception the module must end with (``AnsibleFailJson`` for failures).
+    """
     calls = []
 
     def fake_run_command(module, argv, **kwargs):
@@ -106,7 +111,7 @@ def run_module(args, outputs, tools):
             patch.object(basic.AnsibleModule, "get_bin_path", autospec=True,
                          side_effect=fake_get_bin_path) as get_bin_path, \
             set_module_args(args):
-        with pytest.raises(AnsibleExitJson) as exc:
+        with pytest.raises(expect) as exc:
             accelerator_facts.main()
     result = exc.value.args[0]
     looked_up = [call.args[1] for call in get_bin_path.call_args_list]
@@ -164,6 +169,8 @@ def test_npu_800i_a2(tmp_path, ascend_root):
         "device_node": str(dev / "davinci0"),
     }
     assert facts["devices"][4]["pci_address"] == "0000:01:00.0"
+    assert "topology" not in result
+    assert "plan" not in result
 
 
 @pytest.mark.usefixtures("patch_ansible_module")
@@ -460,6 +467,9 @@ def test_defaults():
         "nvidia_smi_path": None,
         "ascend_root": "/usr/local/Ascend",
         "dev_root": "/dev",
+        "topology": False,
+        "layout": None,
+        "sysfs_root": "/",
     }
     assert module.supports_check_mode is True
 
@@ -470,3 +480,129 @@ def test_unknown_option_fails():
         with pytest.raises(AnsibleFailJson) as exc:
             accelerator_facts.build_module()
     assert "gather" in exc.value.args[0]["msg"]
+
+
+# ---------------------------------------------------------------------------
+# CPU topology and binding plan
+# ---------------------------------------------------------------------------
+
+A2_WORKQUEUES = {
+    0: [164, 165, 166, 167], 1: [160, 161, 162, 163], 2: [116, 117, 118, 119], 3: [112, 113, 114, 115],
+    4: [20, 21, 22, 23], 5: [16, 17, 18, 19], 6: [68, 69, 70, 71], 7: [64, 65, 66, 67],
+}
+
+
+def topology_args(ascend_root, dev, sysfs_root, **extra):
+    args = base_args(ascend_root, dev)
+    args["sysfs_root"] = str(sysfs_root)
+    args.update(extra)
+    return args
+
+
+@pytest.mark.usefixtures("patch_ansible_module")
+def test_topology_of_an_atlas_800i_a2(tmp_path, ascend_root):
+    dev = make_dev(tmp_path, DAVINCI)
+    sysfs = os.path.join(TOPOLOGIES, "atlas-800i-a2")
+    result, calls, dummy = run_module(topology_args(ascend_root, dev, sysfs, topology=True), npu_outputs(),
+                                      {"npu-smi": NPU_SMI})
+    # PCI sysfs has the locality of every NPU: npu-smi info -t topo is not needed.
+    assert len(calls) == 3
+    topology = result["topology"]
+    assert result["ansible_facts"]["llm_cluster_cpu_topology"] == topology
+    assert result["accelerators"]["count"] == 8
+    assert topology["errors"] == []
+    assert len(topology["cpus"]) == 192
+    assert topology["allowed_source"] == "online"
+    assert [(device["index"], device["numa_node"]) for device in topology["devices"]] == [
+        (0, 6), (1, 6), (2, 4), (3, 4), (4, 0), (5, 0), (6, 2), (7, 2)]
+    assert "plan" not in result
+    assert "llm_cluster_cpu_plan" not in result["ansible_facts"]
+
+
+@pytest.mark.usefixtures("patch_ansible_module")
+def test_plan_of_an_atlas_800i_a2_matches_llm_solution(tmp_path, ascend_root):
+    dev = make_dev(tmp_path, DAVINCI)
+    sysfs = os.path.join(TOPOLOGIES, "atlas-800i-a2")
+    args = topology_args(ascend_root, dev, sysfs, layout={})
+    args["_ansible_check_mode"] = True
+    result, dummy, dummy = run_module(args, npu_outputs(), {"npu-smi": NPU_SMI})
+    assert result["changed"] is False
+    assert "topology" not in result
+    plan = result["plan"]
+    assert result["ansible_facts"]["llm_cluster_cpu_plan"] == plan
+    assert dict((device["index"], device["workqueue_cores"]) for device in plan["devices"]) == A2_WORKQUEUES
+    assert plan["devices"][0]["workqueue_mask"] == "000000f0,00000000,00000000,00000000,00000000,00000000"
+    assert plan["warnings"] == []
+
+
+@pytest.mark.usefixtures("patch_ansible_module")
+def test_plan_runs_npu_smi_topo_without_pci_sysfs(tmp_path, ascend_root):
+    dev = make_dev(tmp_path, DAVINCI)
+    sysfs = tmp_path / "sysfs"
+    shutil.copytree(os.path.join(TOPOLOGIES, "atlas-800i-a2"), str(sysfs))
+    shutil.rmtree(str(sysfs / "sys" / "bus"))
+    outputs = npu_outputs()
+    outputs[(NPU_SMI, "info", "-t", "topo")] = (0, fixture("npu-smi-info-t-topo-800a2.txt"), "")
+    layout = {"tp_size": 4, "dp_ranks_per_node": 2, "dp_size": 4}
+    result, calls, dummy = run_module(topology_args(ascend_root, dev, sysfs, topology=True, layout=layout),
+                                      outputs, {"npu-smi": NPU_SMI})
+    assert calls[-1] == (NPU_SMI, "info", "-t", "topo")
+    assert [device["source"] for device in result["topology"]["devices"]] == ["npu-smi"] * 8
+    plan = result["plan"]
+    assert dict((device["index"], device["workqueue_cores"]) for device in plan["devices"]) == A2_WORKQUEUES
+    assert [group["engine"] for group in plan["groups"]] == ["VLLM::EngineCore_DP0", "VLLM::EngineCore_DP1"]
+    assert plan["groups"][1]["workers"][0] == {
+        "tp_rank": 0, "name": "VLLM::Worker_DP1_TP0", "device": 4, "cores": list(range(1, 8))}
+
+
+@pytest.mark.usefixtures("patch_ansible_module")
+def test_failing_topo_tool_is_reported_not_fatal(tmp_path, ascend_root):
+    dev = make_dev(tmp_path, DAVINCI)
+    sysfs = tmp_path / "sysfs"
+    shutil.copytree(os.path.join(TOPOLOGIES, "atlas-800i-a2"), str(sysfs))
+    shutil.rmtree(str(sysfs / "sys" / "bus"))
+    outputs = npu_outputs()
+    outputs[(NPU_SMI, "info", "-t", "topo")] = (255, "This device does not support querying topo.\n", "")
+    result, dummy, dummy = run_module(topology_args(ascend_root, dev, sysfs, topology=True), outputs,
+                                      {"npu-smi": NPU_SMI})
+    assert result["topology"]["errors"] == [
+        "npu-smi info -t topo failed (rc=255): This device does not support querying topo."]
+    assert result["accelerators"]["errors"] == []
+
+
+@pytest.mark.usefixtures("patch_ansible_module")
+def test_impossible_layout_fails_with_the_planner_message(tmp_path, ascend_root):
+    dev = make_dev(tmp_path, DAVINCI)
+    sysfs = os.path.join(TOPOLOGIES, "atlas-800i-a2")
+    args = topology_args(ascend_root, dev, sysfs, layout={"tp_size": 3})
+    result, dummy, dummy = run_module(args, npu_outputs(), {"npu-smi": NPU_SMI}, expect=AnsibleFailJson)
+    assert result["failed"] is True
+    assert result["msg"].startswith("tp_size 3 does not divide the 8 selected devices")
+    assert result["topology"]["nr_cpus"] == 192
+
+
+@pytest.mark.usefixtures("patch_ansible_module")
+def test_unreadable_topology_fails(tmp_path, ascend_root):
+    dev = make_dev(tmp_path, [])
+    args = topology_args(ascend_root, dev, tmp_path / "empty", topology=True)
+    result, dummy, dummy = run_module(args, {}, {}, expect=AnsibleFailJson)
+    assert result["msg"] == "cannot read the CPU topology: cannot read %s" % (
+        tmp_path / "empty" / "sys/devices/system/cpu/online")
+    assert result["accelerators"]["type"] == "none"
+
+
+@pytest.mark.usefixtures("patch_ansible_module")
+def test_topology_of_a_gpu_host(tmp_path, ascend_root):
+    dev = make_dev(tmp_path, NVIDIA)
+    sysfs = os.path.join(TOPOLOGIES, "dgx-h100")
+    query = "".join("%d, GPU-%d, NVIDIA H100 80GB HBM3, 00000000:%s:00.0, 81559, 0, 31, 70.5, 550.107.02\n"
+                    % (index, index, bus) for index, bus in enumerate(["1B", "43", "52", "61", "9D", "C3", "D1", "DF"]))
+    outputs = {(NVIDIA_SMI,) + QUERY: (0, query, "")}
+    result, calls, dummy = run_module(topology_args(ascend_root, dev, sysfs, topology=True, layout={"tp_size": 4}),
+                                      outputs, {"nvidia-smi": NVIDIA_SMI})
+    assert calls == [(NVIDIA_SMI,) + QUERY]
+    assert [device["numa_node"] for device in result["topology"]["devices"]] == [0, 0, 0, 0, 1, 1, 1, 1]
+    plan = result["plan"]
+    assert plan["layout"]["workqueue_cores"] == 0
+    assert [group["engine_cores"] for group in plan["groups"]] == [[0, 112], [56, 168]]
+    assert all(device["workqueue_mask"] is None for device in plan["devices"])
