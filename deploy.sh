@@ -95,7 +95,8 @@ done
 
 case "$subcommand" in
   deploy) playbook="deploy" ;;
-  status | teardown | restore | bench | demo | demo-down)
+  restore) playbook="restore" ;;
+  status | teardown | bench | demo | demo-down)
     die "'$subcommand' is not available yet in this version of aihost.llm_cluster"
     ;;
 esac

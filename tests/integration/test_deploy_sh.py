@@ -40,7 +40,7 @@ def test_inventory_is_required():
     assert "an inventory is required" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("sub", ["status", "teardown", "restore", "bench", "demo", "demo-down"])
+@pytest.mark.parametrize("sub", ["status", "teardown", "bench", "demo", "demo-down"])
 def test_reserved_subcommands_say_so(sub):
     result = deploy(sub, "-i", FIXTURE)
     assert result.returncode == 2
@@ -66,3 +66,16 @@ def test_pass_through_of_tags_check_diff_and_extra_vars(tmp_path):
 def test_valid_inventory_in_check_mode(tmp_path):
     result = deploy("-i", FIXTURE, "--tags", "always", "--check", cwd=str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_restore_runs_the_restore_playbook(tmp_path):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  children:\n    masters:\n      hosts:\n        localhost:\n"
+                         "          ansible_connection: local\n          ansible_python_interpreter: %s\n" % sys.executable)
+    state_dir = tmp_path / "state"
+    result = deploy("restore", "-i", str(inventory), "-e", "prepare_state_dir=%s" % state_dir, "--check", cwd=str(tmp_path))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "Restore | Put back the CANN workqueue masks" in output
+    assert "Restore | Put back process and IRQ affinity" in output
+    assert not state_dir.exists()

@@ -69,3 +69,28 @@ def test_preflight_report_on_the_controller(host):
     assert checks["clock"][0]["detail"].startswith("clock offset to a peer up to")
     assert [c["detail"] for c in checks["port_free"]] == ["ray_port 6379 free", "llm_port 8000 free", "dp_port 12570 free"]
     assert report["summary"]["cann"] == "8.3.RC2" and report["summary"]["firmware"] == "7.7.0.1.231"
+
+
+# llm_solution's fine-grained-bind-cann.py on this topology (192 CPUs, 8 NUMA
+# nodes of 24, the NPU affinities of npu-smi info -t topo).
+LLM_SOLUTION_WORKQUEUE_CORES = {0: (164, 167), 1: (160, 163), 2: (116, 119), 3: (112, 115),
+                                4: (20, 23), 5: (16, 19), 6: (68, 71), 7: (64, 67)}
+
+
+def kernel_mask(first, last, nr_cpus=192):
+    value = sum(1 << cpu for cpu in range(first, last + 1))
+    words = ["%08x" % ((value >> (32 * i)) & 0xFFFFFFFF) for i in range(nr_cpus // 32)]
+    return ",".join(reversed(words))
+
+
+def test_cann_workqueues_bound_like_llm_solution(host):
+    for device, (first, last) in LLM_SOLUTION_WORKQUEUE_CORES.items():
+        path = "/var/lib/llm-cluster-fakes/sys/devices/virtual/workqueue/dev%d_sq_send_wq/cpumask" % device
+        assert host.file(path).content_string.strip() == kernel_mask(first, last)
+
+
+def test_original_workqueue_masks_recorded_for_restore(host):
+    state = host.file("/var/lib/llm_cluster/npu_bind.json")
+    assert state.exists and state.mode == 0o600
+    recorded = json.loads(state.content_string)
+    assert recorded["version"] == 1 and len(recorded["entries"]) == 8

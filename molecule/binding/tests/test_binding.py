@@ -1,0 +1,52 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""After converge: workqueues and every thread of the stand-in workers follow the plan."""
+
+from __future__ import annotations
+
+import json
+
+testinfra_hosts = ["ansible://all"]
+
+# The plan for prepare_affinity_layout on two CPUs: DP rank n's worker on CPU n.
+PLANNED = {"VLLM::Worker_DP0": "0", "VLLM::Worker_DP1": "1"}
+WORKQUEUE = {0: (164, 167), 1: (160, 163), 2: (116, 119), 3: (112, 115),
+             4: (20, 23), 5: (16, 19), 6: (68, 71), 7: (64, 67)}
+
+
+def affinity(host):
+    return json.loads(host.check_output("python3 /var/tmp/llmc/affinity_report.py"))
+
+
+def test_every_worker_thread_follows_the_plan(host):
+    report = affinity(host)
+    for title, cpus in PLANNED.items():
+        assert report[title] == [cpus], (title, report[title])
+
+
+def test_threads_started_after_binding_inherit_it(host):
+    # The stand-ins start a thread every 0.2 s: after a second, all of them are new.
+    host.run("sleep 1.5")
+    report = affinity(host)
+    for title, cpus in PLANNED.items():
+        assert report[title] == [cpus]
+
+
+def test_engines_without_planned_cores_are_left_alone(host):
+    online = host.file("/sys/devices/system/cpu/online").content_string.strip()
+    report = affinity(host)
+    assert report["VLLM::EngineCore_DP0"] == [online]
+    assert report["VLLM::EngineCore_DP1"] == [online]
+
+
+def test_workqueues_follow_llm_solution(host):
+    for device, (first, last) in WORKQUEUE.items():
+        mask = host.file("/var/lib/llm-cluster-fakes/sys/devices/virtual/workqueue/dev%d_sq_send_wq/cpumask" % device)
+        value = int(mask.content_string.strip().replace(",", ""), 16)
+        assert value == sum(1 << cpu for cpu in range(first, last + 1))
+
+
+def test_originals_recorded_with_process_identity(host):
+    state = json.loads(host.file("/var/lib/llm_cluster/affinity_apply.json").content_string)
+    assert state["version"] == 1 and state["boot_id"]
+    assert state["entries"]

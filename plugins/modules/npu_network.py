@@ -1,0 +1,521 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# As an Ansible module this file is also offered under the
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: npu_network
+short_description: Configure the RoCE address, gateway, netdetect address and TLS switch of Ascend NPUs with hccn_tool
+version_added: 0.1.0
+description:
+  - Reads the live settings of every listed NPU with C(hccn_tool -i N -ip -g), C(-gateway -g), C(-netdetect -g) and, when
+    O(tls) is set, C(-tls -g); changes only what differs (C(-ip -s address A netmask M), C(-gateway -s gateway G),
+    C(-netdetect -s address A), C(-tls -s enable 0|1)); reads the changed devices again and fails when they did not converge.
+  - Then checks that O(hccn_conf), where C(hccn_tool) persists the settings and from which the driver restores them at
+    boot, agrees with the live values, and reports every disagreement with device, key, file value and live value
+    (see O(conf_check)).
+  - Addresses are set in an order that never gives one address to two devices of the host at the same time, since the
+    tool refuses that; a set of devices that only swap addresses among themselves is refused.
+  - Before the first change of a device, its original settings are recorded in C(npu_network.json) under O(state_dir).
+options:
+  devices:
+    description: The devices to configure.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      index:
+        description: Device id, the C(-i) argument of C(hccn_tool) (the physical device id, 0-7 on Atlas A2, 0-15 on A3).
+        type: int
+        required: true
+      address:
+        description: IPv4 address of the device's RoCE port.
+        type: str
+        required: true
+      netmask:
+        description: Netmask, dotted (V(255.255.0.0)) or as a prefix length (V(16)).
+        type: str
+        required: true
+      gateway:
+        description: Default gateway of the device; when omitted the gateway is not managed.
+        type: str
+      netdetect:
+        description: Address the device probes for its C(net health status); when omitted it is not managed.
+        type: str
+  tls:
+    description:
+      - TLS switch to set on every listed device (V(0) disables, as the vendor guides recommend for HCCL).
+      - When omitted the switch is neither read nor changed.
+    type: int
+    choices: [0, 1]
+  hccn_tool:
+    description: Path of C(hccn_tool). By default it is looked up on E(PATH) and in C(/usr/local/Ascend/driver/tools).
+    type: path
+  hccn_conf:
+    description: The file in which C(hccn_tool) persists the settings.
+    type: path
+    default: /etc/hccn.conf
+  conf_check:
+    description:
+      - What to do when O(hccn_conf) still disagrees with the live settings at the end of the run.
+      - V(fail) fails the module, naming every disagreement. V(warn) returns them in RV(conf_mismatches) with a warning,
+        so that the caller can collect them with other checks.
+    type: str
+    choices: [fail, warn]
+    default: fail
+  conf_repair:
+    description:
+      - Set the live value of every disagreeing key again with C(hccn_tool), which persists it in O(hccn_conf), then
+        check the file again.
+      - A key the device does not have (a gateway or netdetect address only in the file) cannot be removed with the tool
+        and stays a disagreement.
+    type: bool
+    default: false
+  state_dir:
+    description: Directory of the state file C(npu_network.json) that records the original settings of changed devices.
+    type: path
+    default: /var/lib/llm_cluster
+attributes:
+  check_mode:
+    description: Reads everything and reports what it would set; runs no C(-s) command and writes no state file.
+    support: full
+  diff_mode:
+    description: Shows the settings of every listed device before and after (planned, in check mode).
+    support: full
+  platform:
+    description: Linux hosts with the Ascend NPU driver and C(hccn_tool).
+    support: full
+    platforms: posix
+notes:
+  - An address, gateway or netdetect address cannot be removed with C(hccn_tool); the module only sets values.
+  - Older drivers print nothing for C(-ip -g) on a device without an address, newer ones fail with exit status 13; both
+    mean "no address".
+seealso:
+  - module: aihost.llm_cluster.npu_network_facts
+author:
+  - aihost.llm_cluster contributors (@aihost)
+"""
+
+EXAMPLES = r"""
+- name: Give NPU 0 and 1 their RoCE addresses and disable TLS
+  aihost.llm_cluster.npu_network:
+    devices:
+      - index: 0
+        address: 10.10.1.1
+        netmask: 255.255.0.0
+      - index: 1
+        address: 10.10.1.2
+        netmask: 255.255.0.0
+        gateway: 10.10.0.1
+        netdetect: 10.10.0.1
+    tls: 0
+
+- name: Configure this host's part of a cluster plan (aihost.llm_cluster.npu_ip_plan filter)
+  aihost.llm_cluster.npu_network:
+    devices: "{{ npu_plan.hosts[inventory_hostname].devices }}"
+    conf_check: warn
+  register: npu_network_result
+"""
+
+RETURN = r"""
+devices:
+  description: One entry per listed device, in O(devices) order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    index:
+      description: Device id.
+      type: int
+      sample: 0
+    before:
+      description:
+        - Live settings before the run; C(address), C(netmask), C(gateway), C(netdetect) (V(null) when unset) and
+          C(tls) (V(null) when O(tls) is omitted).
+      type: dict
+      sample: {"address": "10.10.0.10", "netmask": "255.255.0.0", "gateway": null, "netdetect": null, "tls": 1}
+    planned:
+      description: The settings the device should have.
+      type: dict
+      sample: {"address": "10.10.1.1", "netmask": "255.255.0.0", "gateway": null, "netdetect": null, "tls": 0}
+    after:
+      description: Live settings after the run, read again from the device when it was changed (the planned ones in check mode).
+      type: dict
+      sample: {"address": "10.10.1.1", "netmask": "255.255.0.0", "gateway": null, "netdetect": null, "tls": 0}
+    changes:
+      description: The settings that differed from the plan.
+      type: list
+      elements: str
+      sample: [address, tls]
+commands:
+  description: Every C(hccn_tool ... -s ...) command run (or that would run, in check mode), as command lines.
+  returned: always
+  type: list
+  elements: str
+  sample: ["/usr/local/bin/hccn_tool -i 0 -ip -s address 10.10.1.1 netmask 255.255.0.0"]
+conf_mismatches:
+  description:
+    - Disagreements between O(hccn_conf) and the live settings that remain after the run. V(null) values mean the key is
+      absent from the file, or the setting is unset on the device.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"device": 2, "key": "address", "conf_key": "address", "file": "10.10.9.9", "live": "10.10.1.3"}]
+hccn_conf:
+  description: The configuration file that was checked.
+  returned: always
+  type: str
+  sample: /etc/hccn.conf
+hccn_tool:
+  description: The C(hccn_tool) that was run.
+  returned: always
+  type: str
+  sample: /usr/local/Ascend/driver/tools/hccn_tool
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+
+from ansible_collections.aihost.llm_cluster.plugins.module_utils import _hccn as hccn
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._statefile import (
+    StateFileError,
+    load_state,
+    record_original,
+    save_state,
+)
+
+KIND = "npu_network"
+KEYS = ("address", "netmask", "gateway", "netdetect", "tls")
+CONF_KEYS = {"address": "address", "netmask": "netmask", "gateway": "gateway", "netdetect": "netdetect",
+             "tls": "tls_enable"}
+LOCALE = dict(LANG="C", LC_ALL="C", LC_MESSAGES="C", LC_CTYPE="C", LANGUAGE="C")
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec=dict(
+            devices=dict(type="list", elements="dict", required=True, options=dict(
+                index=dict(type="int", required=True),
+                address=dict(type="str", required=True),
+                netmask=dict(type="str", required=True),
+                gateway=dict(type="str"),
+                netdetect=dict(type="str"),
+            )),
+            tls=dict(type="int", choices=[0, 1]),
+            hccn_tool=dict(type="path"),
+            hccn_conf=dict(type="path", default=hccn.DEFAULT_CONF),
+            conf_check=dict(type="str", choices=["fail", "warn"], default="fail"),
+            conf_repair=dict(type="bool", default=False),
+            state_dir=dict(type="path", default="/var/lib/llm_cluster"),
+        ),
+        supports_check_mode=True,
+    )
+
+
+def prefix_to_netmask(value):
+    """'16' -> '255.255.0.0'; dotted netmasks are returned unchanged."""
+    text = str(value).strip()
+    if text.isdigit() and int(text) <= 32:
+        bits = (0xFFFFFFFF << (32 - int(text))) & 0xFFFFFFFF
+        return ".".join(str((bits >> shift) & 0xFF) for shift in (24, 16, 8, 0))
+    return text
+
+
+def valid_netmask(text):
+    if not hccn.is_ipv4(text):
+        return False
+    bits = 0
+    for part in text.split("."):
+        bits = (bits << 8) | int(part)
+    inverted = ~bits & 0xFFFFFFFF
+    return inverted & (inverted + 1) == 0
+
+
+def desired_devices(module):
+    """The O(devices) entries, checked and normalised; fails naming every bad value."""
+    problems = []
+    seen = set()
+    wanted = []
+    for entry in module.params["devices"]:
+        index = entry["index"]
+        if index < 0 or index in seen:
+            problems.append("device %d is negative or listed twice" % index)
+        seen.add(index)
+        want = {"index": index, "address": entry["address"].strip(), "netmask": prefix_to_netmask(entry["netmask"]),
+                "gateway": (entry.get("gateway") or "").strip() or None,
+                "netdetect": (entry.get("netdetect") or "").strip() or None}
+        for key in ("address", "gateway", "netdetect"):
+            if want[key] is not None and not hccn.is_ipv4(want[key]):
+                problems.append("device %d: %s %r is not an IPv4 address" % (index, key, want[key]))
+        if not valid_netmask(want["netmask"]):
+            problems.append("device %d: netmask %r is not a netmask" % (index, entry["netmask"]))
+        wanted.append(want)
+    addresses = [want["address"] for want in wanted]
+    for address in sorted(set(a for a in addresses if addresses.count(a) > 1)):
+        problems.append("address %s is given to devices %s" % (
+            address, ", ".join(str(w["index"]) for w in wanted if w["address"] == address)))
+    if problems:
+        module.fail_json(msg="invalid devices: " + "; ".join(problems))
+    return wanted
+
+
+class Tool(object):
+    """Runs hccn_tool and fails the module with rc/stdout/stderr."""
+
+    def __init__(self, module, path, result):
+        self.module = module
+        self.path = path
+        self.result = result
+
+    def run(self, argv):
+        rc, out, err = self.module.run_command(argv)
+        return rc, out or "", err or ""
+
+    def fail(self, msg, argv, rc, out, err):
+        self.module.fail_json(msg=msg, cmd=" ".join(argv), rc=rc, stdout=out, stderr=err, **self.result)
+
+    def query(self, index, cmd, parser, setting=None):
+        argv = hccn.query_cmd(self.path, index, cmd)
+        rc, out, err = self.run(argv)
+        if rc != 0:
+            if setting and hccn.not_preset(setting, rc, err):
+                return None
+            message = (err or out).strip()
+            self.fail("%s failed on device %d (rc=%d): %s" % (" ".join(argv[1:]), index, rc, message), argv, rc, out, err)
+        try:
+            return parser(out)
+        except ValueError as exc:
+            self.fail("cannot read the output of %s: %s" % (" ".join(argv[1:]), to_native(exc)), argv, rc, out, err)
+
+    def change(self, argv):
+        rc, out, err = self.run(argv)
+        if rc != 0:
+            self.fail("%s failed (rc=%d): %s" % (" ".join(argv[1:]), rc, (err or out).strip()), argv, rc, out, err)
+
+
+def read_live(tool, index, with_tls):
+    """Live settings of one device in the module's vocabulary."""
+    ip = tool.query(index, "ip", hccn.parse_ip, setting="ip") or {}
+    gateway = tool.query(index, "gateway", hccn.parse_gateway, setting="gateway") or {}
+    live = {
+        "address": ip.get("address"),
+        "netmask": ip.get("netmask"),
+        "gateway": gateway.get("gateway"),
+        "netdetect": tool.query(index, "netdetect", hccn.parse_netdetect),
+        "tls": None,
+    }
+    if with_tls:
+        live["tls"] = tool.query(index, "tls", hccn.parse_tls)["switch"]
+    return live
+
+
+def plan_device(want, before, tls):
+    planned = dict(before)
+    planned["address"] = want["address"]
+    planned["netmask"] = want["netmask"]
+    for key in ("gateway", "netdetect"):
+        if want[key] is not None:
+            planned[key] = want[key]
+    if tls is not None:
+        planned["tls"] = tls
+    return planned
+
+
+def changed_keys(before, planned):
+    return [key for key in KEYS if before.get(key) != planned.get(key)]
+
+
+def address_order(module, rows, result):
+    """Rows whose address changes, in an order that never puts one address on two devices."""
+    holding = dict((row["index"], row["before"]["address"]) for row in rows)
+    pending = [row for row in rows if set(row["changes"]) & {"address", "netmask"}]
+    ordered = []
+    while pending:
+        ready = [row for row in pending
+                 if not any(owner != row["index"] and address == row["planned"]["address"]
+                            for owner, address in holding.items())]
+        if not ready:
+            module.fail_json(msg="devices %s only swap addresses among themselves; give one of them a free address "
+                                 "first" % ", ".join(str(row["index"]) for row in pending), **result)
+        for row in ready:
+            holding[row["index"]] = row["planned"]["address"]
+            ordered.append(row)
+            pending.remove(row)
+    return ordered
+
+
+def set_commands(tool_path, row, keys):
+    """The -s commands that bring ``keys`` of a device to ``row['planned']``."""
+    planned = row["planned"]
+    index = row["index"]
+    commands = []
+    if "address" in keys or "netmask" in keys:
+        commands.append(hccn.ip_set_cmd(tool_path, index, planned["address"], planned["netmask"]))
+    if "gateway" in keys and planned["gateway"]:
+        commands.append(hccn.gateway_set_cmd(tool_path, index, planned["gateway"]))
+    if "netdetect" in keys and planned["netdetect"]:
+        commands.append(hccn.netdetect_set_cmd(tool_path, index, planned["netdetect"]))
+    if "tls" in keys and planned["tls"] is not None:
+        commands.append(hccn.tls_set_cmd(tool_path, index, planned["tls"]))
+    return commands
+
+
+def read_conf(module, path, result):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return hccn.parse_conf(handle.read())
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        module.fail_json(msg="cannot read %s: %s" % (path, to_native(exc)), **result)
+
+
+def conf_mismatches(conf, rows, skip_keys=None):
+    """Disagreements between the file and each row's ``after`` settings."""
+    found = []
+    for row in rows:
+        view = hccn.conf_view(conf.get(row["index"]))
+        for key in KEYS:
+            if key in (skip_keys or {}).get(row["index"], ()):
+                continue
+            live = row["after"].get(key)
+            if key == "tls" and (live is None or (view["tls"] is None and "tls" not in row["changes"])):
+                continue  # not read, or never persisted: the driver default applies
+            if view[key] != live:
+                found.append({"device": row["index"], "key": key, "conf_key": CONF_KEYS[key], "file": view[key],
+                              "live": live})
+    return found
+
+
+def describe_mismatch(item, path):
+    return "device %d: %s has %s_%d=%s, the device has %s %s" % (
+        item["device"], path, item["conf_key"], item["device"], "(absent)" if item["file"] is None else item["file"],
+        item["key"], "(unset)" if item["live"] is None else item["live"])
+
+
+def diff_text(rows, key):
+    lines = []
+    for row in rows:
+        lines.append("device %d:" % row["index"])
+        for name in KEYS:
+            value = row[key].get(name)
+            if name == "tls" and value is None:
+                continue
+            lines.append("  %s: %s" % (name, "-" if value is None else value))
+    return "\n".join(lines) + "\n"
+
+
+def record_originals(module, rows, result):
+    try:
+        doc = load_state(module.params["state_dir"], KIND)
+        stored = False
+        for row in rows:
+            if row["changes"]:
+                stored = record_original(doc, "device%d" % row["index"], dict(row["before"], index=row["index"])) or stored
+        if stored:
+            save_state(module.params["state_dir"], KIND, doc)
+    except StateFileError as exc:
+        module.fail_json(msg="nothing was changed: %s" % to_native(exc), **result)
+
+
+def find_tool(module):
+    path = module.params["hccn_tool"]
+    if path:
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            module.fail_json(msg="hccn_tool=%s is not an executable file" % path)
+        return path
+    return module.get_bin_path("hccn_tool", required=True, opt_dirs=[hccn.DEFAULT_TOOL_DIR])
+
+
+def public(rows):
+    return [dict((key, row[key]) for key in ("index", "before", "planned", "after", "changes")) for row in rows]
+
+
+def main():
+    module = build_module()
+    module.run_command_environ_update = LOCALE
+    params = module.params
+    wanted = desired_devices(module)
+    tool_path = find_tool(module)
+    result = dict(devices=[], commands=[], conf_mismatches=[], hccn_conf=params["hccn_conf"], hccn_tool=tool_path)
+    tool = Tool(module, tool_path, result)
+    with_tls = params["tls"] is not None
+
+    rows = []
+    for want in wanted:
+        before = read_live(tool, want["index"], with_tls)
+        planned = plan_device(want, before, params["tls"])
+        rows.append({"index": want["index"], "before": before, "planned": planned, "after": dict(before),
+                     "changes": changed_keys(before, planned)})
+    result["devices"] = public(rows)
+
+    ip_rows = address_order(module, rows, result)
+    commands = []
+    for row in ip_rows:
+        commands.extend(set_commands(tool_path, row, ["address"]))
+    for row in rows:
+        commands.extend(set_commands(tool_path, row, [key for key in row["changes"] if key not in ("address", "netmask")]))
+    changed = bool(commands)
+
+    if module.check_mode:
+        for row in rows:
+            row["after"] = dict(row["planned"])
+    elif commands:
+        record_originals(module, rows, result)
+        for argv in commands:
+            result["commands"].append(" ".join(argv))
+            tool.change(argv)
+        for row in rows:
+            if row["changes"]:
+                row["after"] = read_live(tool, row["index"], with_tls)
+        result["devices"] = public(rows)
+        stuck = ["device %d %s is %s, expected %s" % (row["index"], key, row["after"].get(key), row["planned"].get(key))
+                 for row in rows for key in row["changes"] if row["after"].get(key) != row["planned"].get(key)]
+        if stuck:
+            module.fail_json(msg="the NPU network did not converge: " + "; ".join(stuck), **result)
+    if module.check_mode:
+        result["commands"] = [" ".join(argv) for argv in commands]
+    result["devices"] = public(rows)
+
+    # In check mode the keys about to be set are rewritten in the file by the tool: compare the others only.
+    skip = dict((row["index"], row["changes"]) for row in rows) if module.check_mode else None
+    mismatches = conf_mismatches(read_conf(module, params["hccn_conf"], result), rows, skip)
+    if mismatches and params["conf_repair"]:
+        repairs = []
+        for row in rows:
+            keys = [item["key"] for item in mismatches if item["device"] == row["index"] and item["live"] is not None]
+            repairs.extend(set_commands(tool_path, dict(row, planned=row["after"]), keys))
+        changed = changed or bool(repairs)
+        for argv in repairs:
+            result["commands"].append(" ".join(argv))
+            if not module.check_mode:
+                tool.change(argv)
+        if not module.check_mode:
+            mismatches = conf_mismatches(read_conf(module, params["hccn_conf"], result), rows)
+        else:
+            mismatches = [item for item in mismatches if item["live"] is None]
+    result["conf_mismatches"] = mismatches
+    if module._diff:
+        result["diff"] = dict(before=diff_text(rows, "before"), after=diff_text(rows, "after"),
+                              before_header="%s (before)" % tool_path,
+                              after_header="%s (%s)" % (tool_path, "planned" if module.check_mode else "after"))
+    if mismatches and params["conf_check"] != "warn":
+        module.fail_json(msg="%s disagrees with the live NPU settings: %s" % (
+            params["hccn_conf"], "; ".join(describe_mismatch(item, params["hccn_conf"]) for item in mismatches)),
+            changed=changed, **result)
+    for item in mismatches:
+        module.warn(describe_mismatch(item, params["hccn_conf"]))
+    module.exit_json(changed=changed, **result)
+
+
+if __name__ == "__main__":
+    main()
