@@ -2,7 +2,7 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Stand-ins for vLLM's engine and worker processes, for the binding scenario.
 
-`python3 fake_vllm.py launch ENGINE:WORKER [ENGINE:WORKER ...]` starts, per
+`python3 fake_vllm.py launch ENGINE=WORKER [ENGINE=WORKER ...]` starts, per
 pair, an engine process titled ENGINE (e.g. VLLM::EngineCore_DP0) whose child
 is a worker titled WORKER (e.g. VLLM::Worker_DP0). Like vLLM, each process
 carries its title as argv[0] (what /proc/<pid>/cmdline shows first) and in its
@@ -13,6 +13,7 @@ and keeps starting short-lived ones, so threads appear while a binding runs.
 from __future__ import annotations
 
 import ctypes
+import os
 import subprocess
 import sys
 import threading
@@ -28,7 +29,8 @@ def set_comm(title):
 
 def start_titled(title, *args):
     """Start this script again with argv[0] = title."""
-    return subprocess.Popen([title, __file__] + list(args), executable=sys.executable)
+    # sys.executable is empty in a process whose argv[0] is a title: ask the kernel.
+    return subprocess.Popen([title, __file__] + list(args), executable=os.readlink("/proc/self/exe"))
 
 
 def churn(resident=4, interval=0.2, lifetime=1.0):
@@ -42,7 +44,8 @@ def churn(resident=4, interval=0.2, lifetime=1.0):
 def main(argv):
     role = argv[1]
     if role == "launch":
-        children = [start_titled(pair.split(":")[0], "engine", pair.split(":")[0], pair.split(":")[1]) for pair in argv[2:]]
+        pairs = [pair.split("=", 1) for pair in argv[2:]]
+        children = [start_titled(engine, "engine", engine, worker) for engine, worker in pairs]
         for child in children:
             child.wait()
         return 1

@@ -94,3 +94,50 @@ def test_original_workqueue_masks_recorded_for_restore(host):
     assert state.exists and state.mode == 0o600
     recorded = json.loads(state.content_string)
     assert recorded["version"] == 1 and len(recorded["entries"]) == 8
+
+
+# --- NPU network (tag npu_network) --------------------------------------------
+NODE_INDEX = {"master1": 0, "worker1": 1, "worker2": 2}
+
+
+def planned_address(node, device):
+    # 10.10.0.0/16 in rows: node k's devices are 10.10.<k+1>.<d+1>.
+    return "10.10.%d.%d" % (NODE_INDEX[node] + 1, device + 1)
+
+
+def test_every_device_has_its_planned_address_live_and_persisted(host):
+    name = host.backend.get_hostname()
+    conf = host.file("/etc/hccn.conf").content_string
+    for device in range(8):
+        live = host.check_output("hccn_tool -i %d -ip -g" % device)
+        assert "ipaddr:%s" % planned_address(name, device) in live.splitlines()
+        assert "address_%d=%s" % (device, planned_address(name, device)) in conf.splitlines()
+
+
+def test_second_converge_made_no_set_calls(host):
+    calls = host.file("/var/lib/llm-cluster-fakes/calls.log").content_string.splitlines()
+    set_calls = [line for line in calls if line.startswith("hccn_tool ") and " -s " in line]
+    # Exactly the first converge's eight address settings: check mode and the
+    # idempotence run made none.
+    assert len(set_calls) == 8, set_calls
+    assert all("-ip -s address" in line for line in set_calls)
+
+
+def test_rank_table_lists_24_devices_with_consistent_ranks(host):
+    table = host.file("/etc/llm_cluster/rank_table_file.json")
+    assert table.exists and table.mode == 0o640
+    doc = json.loads(table.content_string)
+    assert doc["status"] == "completed" and doc["version"] == "1.0" and doc["server_count"] == "3"
+    servers = doc["server_list"]
+    assert servers[0]["server_id"] == address_of(host, "master1")
+    ranks = [int(d["rank_id"]) for s in servers for d in s["device"]]
+    assert ranks == list(range(24))
+    for server, node in zip(servers, ("master1", "worker1", "worker2")):
+        assert [d["device_ip"] for d in server["device"]] == [planned_address(node, i) for i in range(8)]
+        assert all(isinstance(v, str) for d in server["device"] for v in d.values())
+
+
+def test_mesh_gate_report_on_the_controller(host):
+    with open(os.path.join(ARTIFACTS, "npu-network.json")) as handle:
+        doc = json.load(handle)
+    assert doc["report"]["ok"] is True

@@ -36,12 +36,29 @@ class Exit(Exception):
         self.err = err
 
 
+DEFAULT_CALL_LOG = "/var/lib/llm-cluster-fakes/calls.log"
+
+
+def log_call(argv: list, rc: int) -> None:
+    """Append "<tool> <args> -> <rc>" to the call log, so tests can count calls (e.g. hccn_tool -s)."""
+    path = os.environ.get("LLM_CLUSTER_FAKE_LOG") or DEFAULT_CALL_LOG
+    if not os.path.isdir(os.path.dirname(path)):
+        return
+    tool = os.path.basename(sys.argv[0]).replace("_", "-").replace(".py", "").replace("hccn-tool", "hccn_tool")
+    try:
+        with open(path, "a") as handle:
+            handle.write("%s %s -> %d\n" % (tool, " ".join(argv), rc))
+    except OSError:
+        pass
+
+
 def run(main) -> None:
-    """Call ``main(argv)`` (which returns or raises an Exit), print its result and exit."""
+    """Call ``main(argv)`` (which returns or raises an Exit), log the call, print its result and exit."""
     try:
         result = main(sys.argv[1:])
     except Exit as exc:
         result = exc
+    log_call(sys.argv[1:], result.rc)
     sys.stdout.write(result.out)
     sys.stdout.flush()
     sys.stderr.write(result.err)
