@@ -54,3 +54,7 @@ def _setup():
 
 
 _setup()
+
+# Shared test helpers that live beside this file (e.g. topology_fixtures).
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.aihost.llm_cluster.plugins.module_utils import _cpuset as cpuset
 from ansible_collections.aihost.llm_cluster.plugins.module_utils import _planner as planner
 from ansible_collections.aihost.llm_cluster.plugins.module_utils import _topology as topology
+import topology_fixtures
 
 try:
     from hypothesis import HealthCheck, event, given, settings, strategies as st
@@ -20,7 +21,7 @@ except ImportError:  # pragma: no cover - the property tests need hypothesis
 else:
     HAS_HYPOTHESIS = True
 
-TOPOLOGIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures", "topologies")
+TOPOLOGIES = topology_fixtures.ROOT
 NAMES = ["atlas-800i-a2", "atlas-a3-910c", "cpuset-restricted", "dgx-h100", "offline-cpus", "vm-2cpu"]
 PLAN_KEYS = {"layout", "housekeeping", "devices", "groups", "nr_cpus", "warnings"}
 DEVICE_KEYS = {"index", "numa_node", "local_cpus", "worker_cores", "workqueue_cores", "irq_cores", "workqueue_mask"}

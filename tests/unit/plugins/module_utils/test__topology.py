@@ -11,9 +11,10 @@ import pytest
 
 from ansible_collections.aihost.llm_cluster.plugins.module_utils import _accelerators as accelerators
 from ansible_collections.aihost.llm_cluster.plugins.module_utils import _topology as topology
+import topology_fixtures
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures")
-TOPOLOGIES = os.path.join(FIXTURES, "topologies")
+TOPOLOGIES = topology_fixtures.ROOT
 VENDOR = os.path.join(FIXTURES, "vendor")
 NAMES = ["atlas-800i-a2", "atlas-a3-910c", "cpuset-restricted", "dgx-h100", "offline-cpus", "vm-2cpu"]
 TOP_KEYS = {"cpus", "nr_cpus", "allowed", "allowed_source", "isolated", "siblings", "numa_nodes", "numa_distances",

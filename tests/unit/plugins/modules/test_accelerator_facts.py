@@ -20,9 +20,10 @@ from ansible_collections.aihost.llm_cluster.tests.unit.plugins.modules.utils imp
     fail_json,
     set_module_args,
 )
+import topology_fixtures
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures", "vendor")
-TOPOLOGIES = os.path.join(os.path.dirname(FIXTURES), "topologies")
+TOPOLOGIES = topology_fixtures.ROOT
 NPU_SMI = "/usr/local/bin/npu-smi"
 NVIDIA_SMI = "/usr/bin/nvidia-smi"
 QUERY = (
