@@ -264,6 +264,19 @@ def run_all(module, commands, parallel):
         return list(pool.map(run, commands))
 
 
+def rerun_empty(module, commands, outputs):
+    """Run again, once, each command that reported success but printed nothing.
+
+    hccn_tool always prints the value it was asked for; an empty answer with
+    status 0 was seen when many queries run at once, and a second, lone call
+    answers properly. What is still empty then is reported as it is.
+    """
+    for position, output in enumerate(outputs):
+        if output[0] == 0 and not output[1].strip():
+            outputs[position] = run_all(module, [commands[position]], 1)[0]
+    return outputs
+
+
 def device_entry(index, outputs):
     """Build one device's facts from ``{query: (rc, out, err)}``."""
     entry = {"index": index, "link": None, "net_health": None, "tls": None, "address": None, "netmask": None,
@@ -320,7 +333,7 @@ def main():
     commands = [hccn.query_cmd(tool, index, name) for index in devices for name in names]
     commands += [hccn.ping_cmd(tool, target["device"], target["address"], params["packet_size"])
                  for target in params["ping"]]
-    outputs = run_all(module, commands, params["parallel"])
+    outputs = rerun_empty(module, commands, run_all(module, commands, params["parallel"]))
 
     per_device = len(QUERIES)
     result_devices = []
