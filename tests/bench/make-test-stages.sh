@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Times each stage of `make test` on this machine and prints a Markdown table
-# (stage | seconds | result). Run from the repository root: make bench
-# The stages run one after another, like `make test`; a failing stage is
-# reported and the next one still runs.
+# Runs the stages of `make test` one after another (lint, sanity, unit,
+# integration, one per Molecule scenario), streams their output, and ends with
+# a Markdown table of each stage's wall time and result. Exits non-zero when a
+# stage failed; later stages still run, so one run shows every failure.
+# `make test` calls it; docs/benchmarks.md records its table.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 stages=(lint sanity unit integration)
@@ -10,13 +11,23 @@ for scenario in molecule/*/molecule.yml; do
   name="${scenario#molecule/}"
   stages+=("molecule-${name%/molecule.yml}")
 done
-printf '| stage | seconds | result |\n|---|---:|---|\n'
+rows=()
+failed=0
+passed=0
 total=0
 for stage in "${stages[@]}"; do
+  echo "== stage $stage"
   start=$(date +%s.%N)
-  if make --no-print-directory "$stage" > ".cache/bench-$stage.log" 2>&1; then result=ok; else result="FAILED (see .cache/bench-$stage.log)"; fi
-  seconds=$(awk -v a="$(date +%s.%N)" -v b="$start" "BEGIN{print a-b}")
-  total=$(awk -v a="$total" -v b="$seconds" "BEGIN{print a+b}")
-  printf '| %s | %.0f | %s |\n' "$stage" "$seconds" "$result"
+  if make --no-print-directory "$stage"; then result=ok; passed=$((passed + 1)); else result=FAILED; failed=$((failed + 1)); fi
+  seconds=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { printf "%.0f", a - b }')
+  total=$((total + seconds))
+  rows+=("| $stage | $seconds | $result |")
 done
-printf '| **total** | %.0f | |\n' "$total"
+echo
+echo "| stage | seconds | result |"
+echo "|---|---:|---|"
+printf '%s\n' "${rows[@]}"
+echo "| **total** | $total | |"
+echo
+echo "stages: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
