@@ -267,9 +267,10 @@ def run_all(module, commands, parallel):
 def rerun_empty(module, commands, outputs):
     """Run again, once, each command that reported success but printed nothing.
 
-    hccn_tool always prints the value it was asked for; an empty answer with
-    status 0 was seen when many queries run at once, and a second, lone call
-    answers properly. What is still empty then is reported as it is.
+    hccn_tool always prints the value it was asked for. AnsibleModule.run_command
+    can lose the last output of a command that exits just after a quiet second,
+    which happens when many queries run at once on a busy node; a second, lone
+    call answers properly. What is still empty then is reported as it is.
     """
     for position, output in enumerate(outputs):
         if output[0] == 0 and not output[1].strip():
