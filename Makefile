@@ -1,6 +1,6 @@
 # make test: lint, ansible-test sanity, unit tests and every Molecule scenario.
 # Prerequisites on the machine (installed by .ci/run): a running Docker engine,
-# debootstrap, rsync. The venv and the base image are made here on demand.
+# debootstrap, rsync, shellcheck. The venv and the base image are made here on demand.
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
@@ -38,7 +38,8 @@ image:
 lint: venv collection
 	yamllint --strict .
 	ansible-lint
-	bash -n deploy.sh .ci/run images/build-base-image.sh tests/sanity/run.sh
+	shellcheck deploy.sh .ci/run images/build-base-image.sh tests/sanity/run.sh tests/bench/make-test-stages.sh \
+	  tests/fakes/bin/npu-smi tests/fakes/bin/hccn_tool tests/fakes/bin/nvidia-smi
 
 sanity: venv collection
 	bash tests/sanity/run.sh

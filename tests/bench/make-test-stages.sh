@@ -5,7 +5,7 @@
 # stage failed; later stages still run, so one run shows every failure.
 # `make test` calls it; docs/benchmarks.md records its table.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 stages=(lint sanity unit integration)
 for scenario in molecule/*/molecule.yml; do
   name="${scenario#molecule/}"
