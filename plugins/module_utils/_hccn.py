@@ -30,6 +30,7 @@ Covered outputs (910B / Atlas A2 syntax, ``hccn_tool -i N -<cmd> -g|-s``):
 
 from __future__ import annotations
 
+import os
 import re
 
 DEFAULT_TOOL_DIR = "/usr/local/Ascend/driver/tools"
@@ -365,3 +366,13 @@ def conf_view(values):
         view[key] = None if value in (None, "") or (key != "netmask" and value in UNSET_ADDRESSES) else value
     view["tls"] = tls
     return view
+
+
+def find_tool(module):
+    """Path of hccn_tool for an AnsibleModule with an ``hccn_tool`` option (empty: PATH, then the driver's tools)."""
+    path = module.params["hccn_tool"]
+    if path:
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            module.fail_json(msg="hccn_tool=%s is not an executable file" % path)
+        return path
+    return module.get_bin_path("hccn_tool", required=True, opt_dirs=[DEFAULT_TOOL_DIR])

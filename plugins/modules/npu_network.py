@@ -180,7 +180,6 @@ hccn_tool:
   sample: /usr/local/Ascend/driver/tools/hccn_tool
 """
 
-import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
@@ -427,15 +426,6 @@ def record_originals(module, rows, result):
         module.fail_json(msg="nothing was changed: %s" % to_native(exc), **result)
 
 
-def find_tool(module):
-    path = module.params["hccn_tool"]
-    if path:
-        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-            module.fail_json(msg="hccn_tool=%s is not an executable file" % path)
-        return path
-    return module.get_bin_path("hccn_tool", required=True, opt_dirs=[hccn.DEFAULT_TOOL_DIR])
-
-
 def public(rows):
     return [dict((key, row[key]) for key in ("index", "before", "planned", "after", "changes")) for row in rows]
 
@@ -445,7 +435,7 @@ def main():
     module.run_command_environ_update = LOCALE
     params = module.params
     wanted = desired_devices(module)
-    tool_path = find_tool(module)
+    tool_path = hccn.find_tool(module)
     result = dict(devices=[], commands=[], conf_mismatches=[], hccn_conf=params["hccn_conf"], hccn_tool=tool_path)
     tool = Tool(module, tool_path, result)
     with_tls = params["tls"] is not None

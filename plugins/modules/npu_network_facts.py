@@ -196,7 +196,6 @@ hccn_tool:
   sample: /usr/local/Ascend/driver/tools/hccn_tool
 """
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
@@ -232,15 +231,6 @@ def build_module():
         ),
         supports_check_mode=True,
     )
-
-
-def find_tool(module):
-    path = module.params["hccn_tool"]
-    if path:
-        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-            module.fail_json(msg="hccn_tool=%s is not an executable file" % path)
-        return path
-    return module.get_bin_path("hccn_tool", required=True, opt_dirs=[hccn.DEFAULT_TOOL_DIR])
 
 
 def first_line(text):
@@ -325,7 +315,7 @@ def main():
     module = build_module()
     module.run_command_environ_update = LOCALE
     params = module.params
-    tool = find_tool(module)
+    tool = hccn.find_tool(module)
     devices = []
     for index in params["devices"]:
         if index not in devices:
