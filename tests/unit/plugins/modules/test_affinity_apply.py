@@ -22,12 +22,7 @@ import uuid
 import pytest
 
 from ansible_collections.aihost.llm_cluster.plugins.modules import affinity_apply
-from ansible_collections.aihost.llm_cluster.tests.unit.plugins.modules.utils import (
-    AnsibleExitJson,
-    AnsibleFailJson,
-    patched_exit_fail,
-    set_module_args,
-)
+from ansible_collections.aihost.llm_cluster.tests.unit.plugins.modules.utils import run_module
 
 ALL_CPUS = sorted(os.sched_getaffinity(0))
 # Two CPUs this process may use (0 and 1 on a 2-CPU machine) and the text of all of them.
@@ -132,19 +127,7 @@ def children():
 
 
 def run(args, check_mode=False, diff=False):
-    args = dict(args)
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    if diff:
-        args["_ansible_diff"] = True
-    with set_module_args(args), patched_exit_fail():
-        try:
-            affinity_apply.main()
-        except AnsibleExitJson as exc:
-            return exc.args[0]
-        except AnsibleFailJson as exc:
-            return exc.args[0]
-    raise AssertionError("module neither exited nor failed")
+    return run_module(affinity_apply.main, args, check_mode=check_mode, diff=diff)
 
 
 def engine_rule(token, cpus, **extra):

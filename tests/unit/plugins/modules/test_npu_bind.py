@@ -9,12 +9,7 @@ import os
 import pytest
 
 from ansible_collections.aihost.llm_cluster.plugins.modules import npu_bind
-from ansible_collections.aihost.llm_cluster.tests.unit.plugins.modules.utils import (
-    AnsibleExitJson,
-    AnsibleFailJson,
-    patched_exit_fail,
-    set_module_args,
-)
+from ansible_collections.aihost.llm_cluster.tests.unit.plugins.modules.utils import run_module
 
 # The 192-CPU Kunpeng host of vendor-tools.md section 3.1.
 ALL_192 = "ffffffff,ffffffff,ffffffff,ffffffff,ffffffff,ffffffff"
@@ -42,19 +37,7 @@ def mask(root, index):
 
 
 def run(args, check_mode=False, diff=False):
-    args = dict(args)
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    if diff:
-        args["_ansible_diff"] = True
-    with set_module_args(args), patched_exit_fail():
-        try:
-            npu_bind.main()
-        except AnsibleExitJson as exc:
-            return exc.args[0]
-        except AnsibleFailJson as exc:
-            return exc.args[0]
-    raise AssertionError("module neither exited nor failed")
+    return run_module(npu_bind.main, args, check_mode=check_mode, diff=diff)
 
 
 def base_args(root, tmp_path, **extra):

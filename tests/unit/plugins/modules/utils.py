@@ -73,3 +73,18 @@ def patched_exit_fail():
     """Context manager form of the ``exit_json``/``fail_json`` patches for plain pytest tests."""
     with patch.multiple(basic.AnsibleModule, exit_json=exit_json, fail_json=fail_json):
         yield
+
+
+def run_module(main, args, check_mode=False, diff=False):
+    """Run a module's ``main()`` with ``args``; return its exit_json or fail_json result."""
+    args = dict(args)
+    if check_mode:
+        args["_ansible_check_mode"] = True
+    if diff:
+        args["_ansible_diff"] = True
+    with set_module_args(args), patched_exit_fail():
+        try:
+            main()
+        except (AnsibleExitJson, AnsibleFailJson) as exc:
+            return exc.args[0]
+    raise AssertionError("module neither exited nor failed")
