@@ -1,0 +1,67 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _ray_cluster
+
+
+def _need(value, kind, name):
+    if not isinstance(value, kind):
+        raise AnsibleFilterError("%s expects a %s, got %s" % (name, kind.__name__, type(value).__name__))
+    return value
+
+
+def env_parse(text):
+    """Parse the KEY=value lines of /etc/llm_cluster/env into a dict."""
+    return _ray_cluster.parse_env(_need(text, str, "env_parse"))
+
+
+def port_ranges(ports, ranges=None):
+    """Merge ports and 'first-last' ranges into contiguous ranges: [6379, 6380, '20000-20999'] style input."""
+    try:
+        return _ray_cluster.port_ranges(_need(ports, list, "port_ranges"), ranges or [])
+    except ValueError as exc:
+        raise AnsibleFilterError("port_ranges: %s" % exc)
+
+
+def ray_node_check(nodes, settings):
+    """Checks before Ray is installed or started; see plugin_utils/_ray_cluster.py."""
+    return _ray_cluster.check_nodes(_need(nodes, list, "ray_node_check"), _need(settings, dict, "ray_node_check"))
+
+
+def ray_version_check(nodes, want):
+    """Every node runs the pinned Ray and one Python version."""
+    return _ray_cluster.check_versions(_need(nodes, list, "ray_version_check"), str(want))
+
+
+def ray_join_report(cluster, nodes, settings):
+    """Explain the nodes missing from a Ray cluster."""
+    return _ray_cluster.join_report(_need(cluster, dict, "ray_join_report"), _need(nodes, list, "ray_join_report"),
+                                    _need(settings, dict, "ray_join_report"))
+
+
+def ray_status(cluster, nodes, settings):
+    """The Ray part of the status document."""
+    return _ray_cluster.status(_need(cluster, dict, "ray_status"), _need(nodes, list, "ray_status"),
+                               _need(settings, dict, "ray_status"))
+
+
+def ray_status_table(doc):
+    """Render the Ray status document as a table."""
+    return _ray_cluster.status_table(_need(doc, dict, "ray_status_table"))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "env_parse": env_parse,
+            "port_ranges": port_ranges,
+            "ray_node_check": ray_node_check,
+            "ray_version_check": ray_version_check,
+            "ray_join_report": ray_join_report,
+            "ray_status": ray_status,
+            "ray_status_table": ray_status_table,
+        }
