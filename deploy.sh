@@ -19,8 +19,8 @@ Usage: ./deploy.sh [SUBCOMMAND] -i INVENTORY [OPTIONS]
 
 Subcommands:
   deploy      validate, prepare and bring up the cluster (default)
-  status      report nodes, accelerators, Ray, engine and endpoint
-  teardown    stop and remove what deploy started
+  status      report the Ray cluster: nodes, units, versions, resources
+  teardown    stop and remove the Ray units and firewall rules (venv kept)
   restore     put back host settings that deploy changed (CPU binding, ...)
   bench       run the serving benchmark against the endpoint
   demo        start a local container cluster and deploy to it (no -i needed)
@@ -96,7 +96,9 @@ done
 case "$subcommand" in
   deploy) playbook="deploy" ;;
   restore) playbook="restore" ;;
-  status | teardown | bench | demo | demo-down)
+  status) playbook="status" ;;
+  teardown) playbook="teardown" ;;
+  bench | demo | demo-down)
     die "'$subcommand' is not available yet in this version of aihost.llm_cluster"
     ;;
 esac
