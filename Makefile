@@ -13,12 +13,15 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PY_COLORS := 0
 export ANSIBLE_FORCE_COLOR := 0
 export IMAGE ?= aihost-llm-cluster/debian-systemd:bookworm
+# Ray for the containers: one pin, in the role's defaults.
+RAY_VERSION := $(shell sed -n 's/^ray_cluster_version: "\(.*\)"$$/\1/p' roles/ray_cluster/defaults/main.yml)
+WHEELHOUSE := $(ROOT)/.cache/wheelhouse
 SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: test venv collection image lint sanity unit integration molecule $(addprefix molecule-,$(SCENARIOS)) build bench clean
+.PHONY: test venv collection image wheelhouse bench-ray lint sanity unit integration molecule $(addprefix molecule-,$(SCENARIOS)) build bench clean
 
 # Every stage runs even after a failure; a table of stage times ends the output.
-test: venv collection image
+test: venv collection image wheelhouse
 	bash tests/bench/make-test-stages.sh
 
 venv: $(VENV)/.installed
@@ -34,6 +37,15 @@ collection:
 
 image:
 	bash images/build-base-image.sh
+
+# Wheels for the containers (bind-mounted read-only at /wheelhouse): they cannot
+# verify PyPI's TLS on these machines. Same CPython 3.11 / glibc 2.36 as the image.
+wheelhouse: $(WHEELHOUSE)/.ray-$(RAY_VERSION)
+
+$(WHEELHOUSE)/.ray-$(RAY_VERSION): | venv
+	mkdir -p $(WHEELHOUSE)
+	$(PY) -m pip download --quiet --only-binary=:all: --dest $(WHEELHOUSE) "ray==$(RAY_VERSION)"
+	touch $@
 
 lint: venv collection
 	yamllint --strict .
@@ -52,7 +64,7 @@ integration: venv collection
 
 molecule: $(addprefix molecule-,$(SCENARIOS))
 
-$(addprefix molecule-,$(SCENARIOS)): molecule-%: venv collection image
+$(addprefix molecule-,$(SCENARIOS)): molecule-%: venv collection image wheelhouse
 	mkdir -p .cache/fabric/$*
 	molecule test -s $*
 
@@ -61,6 +73,12 @@ build: venv
 	ansible-galaxy collection build --output-path .cache/build .
 
 bench: test
+
+# Time from the first Ray unit start to all nodes joined (docs/benchmarks.md).
+bench-ray: venv collection image wheelhouse
+	mkdir -p .cache/fabric/ray
+	molecule converge -s ray
+	$(PY) tests/bench/bench_ray_join.py --rounds 5; status=$$?; molecule destroy -s ray; exit $$status
 
 clean:
 	rm -rf .cache/build tests/output artifacts

@@ -1,0 +1,32 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""deploy.yml formed the Ray cluster: three nodes, 24 NPU, one unit per node that never restarted."""
+
+from __future__ import annotations
+
+import json
+
+testinfra_hosts = ["ansible://all"]
+
+READ = r'''
+import json, ray
+ray.init(address="%s:6379", logging_level="ERROR", log_to_driver=False)
+alive = [n for n in ray.nodes() if n["Alive"]]
+print(json.dumps({"alive": len(alive), "npu": ray.cluster_resources().get("NPU", 0),
+                  "mine": [n["Resources"].get("NPU") for n in alive if n["NodeManagerAddress"] == "%s"]}))
+'''
+
+
+def test_node_joined_with_its_8_npu(host):
+    env = dict(line.split("=", 1) for line in host.file("/etc/llm_cluster/env").content_string.splitlines()
+               if line and not line.startswith("#"))
+    code = READ % (env["LLM_CLUSTER_HEAD_ADDRESS"], env["LLM_CLUSTER_NODE_ADDRESS"])
+    out = host.run("/opt/llm_cluster/ray/bin/python - <<'EOF'\n%s\nEOF" % code)
+    assert out.rc == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"alive": 3, "npu": 24.0, "mine": [8.0]}
+
+
+def test_unit_active_and_never_crashed(host):
+    name = "llm-cluster-ray-head" if host.backend.get_hostname() == "master1" else "llm-cluster-ray-worker"
+    props = dict(line.split("=", 1) for line in host.check_output("systemctl show %s -p NRestarts -p ActiveState" % name).splitlines())
+    assert props == {"NRestarts": "0", "ActiveState": "active"}
