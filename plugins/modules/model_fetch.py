@@ -1,0 +1,339 @@
+#!/usr/bin/python
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# As an Ansible module this file is also offered under the
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: model_fetch
+short_description: Pull listed files of a model from a peer's rsync daemon, one by one, as soon as the peer has each
+version_added: 0.2.0
+description:
+  - Pulls each file of O(files), in order, from an rsync daemon module (O(url)) into O(dest), keeping partial
+    files in O(partial_dir) so that a transfer that is stopped resumes where it was.
+  - With O(wait) above 0 a file that the peer does not have yet is waited for (the peer is itself receiving it
+    from the node before it). rsync writes under a temporary name and renames at the end, so a file that the peer
+    lists under its own name is complete. Chaining the nodes this way pipelines the transfer file by file; every
+    link carries the model once, at the same time.
+  - The daemon's password is read from O(password_file); it never appears in a command line.
+  - When a pull fails, a marker file C(.llm_cluster-fetch-failed) is left in O(dest), so that the node after this one
+    in a chain sees it and fails at once instead of waiting for a file that will not come. The next run removes it.
+  - A pull that fails to connect or breaks off (rsync exit codes 5, 10, 12, 30, 35) is tried up to three times;
+    each try resumes from the partial file.
+options:
+  url:
+    description: The rsync daemon module, C(rsync://user@address:port/module).
+    type: str
+    required: true
+  dest:
+    description: Local model directory.
+    type: path
+    required: true
+  files:
+    description: Paths relative to the module and to O(dest), pulled in this order.
+    type: list
+    elements: str
+    required: true
+  password_file:
+    description: File holding the daemon's password (mode 0600).
+    type: path
+    required: true
+  partial_dir:
+    description: Directory (relative to each file's directory) for partial files.
+    type: str
+    default: .llm_cluster-partial
+  wait:
+    description: Seconds to wait for each file to appear at the peer; 0 pulls at once.
+    type: int
+    default: 0
+  poll:
+    description: Seconds between looks at the peer while waiting.
+    type: float
+    default: 0.5
+  timeout:
+    description: rsync's I/O timeout in seconds.
+    type: int
+    default: 600
+  progress_file:
+    description:
+      - File rewritten every second while pulling, with the bytes received so far, the total, the rate and the
+        file in progress (JSON), for a caller that follows a long transfer; empty writes none.
+    type: path
+    default: ""
+  total_bytes:
+    description: Size of all O(files) together, for the percentage in O(progress_file); 0 if unknown.
+    type: int
+    default: 0
+  extra_args:
+    description: More rsync arguments, for example C(--bwlimit=500m).
+    type: list
+    elements: str
+    default: []
+attributes:
+  check_mode:
+    description: In check mode nothing is pulled; the files that would be are returned.
+    support: full
+  diff_mode:
+    description: Returns no diff.
+    support: none
+  platform:
+    description: Linux hosts with rsync.
+    support: full
+    platforms: posix
+author:
+  - aihost.llm_cluster contributors (@aihost)
+"""
+
+EXAMPLES = r"""
+- name: Pull two shards from the node before this one in the chain
+  aihost.llm_cluster.model_fetch:
+    url: rsync://llmc@192.168.10.12:8730/model
+    dest: /srv/models/DeepSeek-R1
+    files: [model-00001-of-00163.safetensors, model-00002-of-00163.safetensors]
+    password_file: /run/llm_cluster/model/password
+    wait: 3600
+"""
+
+RETURN = r"""
+files:
+  description: One entry per file pulled, in order.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"path": "model-00001-of-00163.safetensors", "bytes_received": 4294967296, "seconds": 36.2, "waited": 1.5}]
+bytes_received:
+  description: Bytes received over the network for all files (rsync's own count, protocol included).
+  returned: always
+  type: int
+seconds:
+  description: Wall time of the whole pull, waits included.
+  returned: always
+  type: float
+"""
+
+import glob
+import json
+import os
+import re
+import threading
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+_RECEIVED = re.compile(r"^Total bytes received:\s*([\d,.]+)", re.MULTILINE)
+# rsync exit codes worth another try: protocol start (a daemon at its connection limit), socket I/O,
+# protocol data stream, timeouts.
+RETRY_CODES = (5, 10, 12, 30, 35)
+ATTEMPTS = 3
+# Left in dest when a pull fails, so that the node after this one in a chain stops waiting at once.
+FAILED_MARKER = ".llm_cluster-fetch-failed"
+
+
+def parse_received(text):
+    """Bytes received from rsync --stats output (digits may carry thousands separators)."""
+    match = _RECEIVED.search(text or "")
+    return int(re.sub(r"[,.]", "", match.group(1))) if match else 0
+
+
+def source_of(url, path):
+    return url.rstrip("/") + "/" + path.lstrip("/")
+
+
+def check_path(path):
+    parts = path.split("/")
+    if not path or path.startswith("/") or ".." in parts:
+        raise ValueError("file %r must be a relative path inside the model" % path)
+
+
+def partial_size(dest, path):
+    """Bytes of `path` received so far: rsync's temporary file (.<name>.XXXXXX) beside the target."""
+    directory, name = os.path.split(os.path.join(dest, path))
+    sizes = []
+    for candidate in glob.glob(os.path.join(glob.escape(directory), "." + glob.escape(name) + ".*")):
+        try:
+            sizes.append(os.path.getsize(candidate))
+        except OSError:
+            pass
+    return max(sizes or [0])
+
+
+class Progress(threading.Thread):
+    """Writes {file, files_done, files_total, bytes_done, bytes_total, percent, rate, waiting} every second."""
+
+    def __init__(self, path, dest, files, total):
+        super(Progress, self).__init__()
+        self.daemon = True
+        self.path, self.dest, self.files_total, self.total = path, dest, len(files), total
+        self.done_bytes, self.done_files, self.current, self.waiting = 0, 0, None, False
+        self.started = time.time()
+        self.stop_event = threading.Event()
+
+    def snapshot(self):
+        so_far = self.done_bytes + (partial_size(self.dest, self.current) if self.current and not self.waiting else 0)
+        elapsed = max(time.time() - self.started, 0.001)
+        return {"file": self.current, "files_done": self.done_files, "files_total": self.files_total,
+                "bytes_done": so_far, "bytes_total": self.total,
+                "percent": round(100.0 * so_far / self.total, 1) if self.total else None,
+                "rate": int(so_far / elapsed), "seconds": round(elapsed, 1), "waiting": self.waiting,
+                "finished": self.stop_event.is_set()}
+
+    def write(self):
+        tmp = self.path + ".tmp"
+        try:
+            with open(tmp, "w") as handle:
+                json.dump(self.snapshot(), handle)
+            os.rename(tmp, self.path)
+        except (IOError, OSError):
+            pass
+
+    def run(self):
+        while not self.stop_event.wait(1.0):
+            self.write()
+
+    def finish(self):
+        self.stop_event.set()
+        self.write()
+
+
+class Fetcher(object):
+    def __init__(self, module):
+        self.module = module
+        self.params = module.params
+        self.rsync = module.get_bin_path("rsync", required=True)
+        self.last_error = ""
+
+    def fail(self, msg, **extra):
+        """Leave the marker for the next node of the chain, then fail."""
+        try:
+            with open(os.path.join(self.params["dest"], FAILED_MARKER), "w") as handle:
+                handle.write(msg + "\n")
+        except (IOError, OSError):
+            pass
+        self.module.fail_json(msg=msg, **extra)
+
+    def clear_marker(self):
+        marker = os.path.join(self.params["dest"], FAILED_MARKER)
+        if os.path.exists(marker):
+            os.unlink(marker)
+
+    def peer_failed(self):
+        rc, dummy, dummy2 = self.module.run_command(self.base() + ["--list-only", source_of(self.params["url"], FAILED_MARKER)])
+        return rc == 0
+
+    def base(self):
+        return [self.rsync, "--password-file=" + self.params["password_file"], "--timeout=%d" % self.params["timeout"]]
+
+    def present(self, path):
+        """True when the peer lists the file, False while it does not; fails at once on a refused login."""
+        rc, dummy, err = self.module.run_command(self.base() + ["--list-only", source_of(self.params["url"], path)])
+        if rc == 0:
+            return True
+        if "auth failed" in err or rc not in RETRY_CODES + (23,):
+            self.fail("cannot list %s at %s (rsync exited %d): %s" % (
+                path, self.params["url"], rc, (err.strip().splitlines() or ["no message"])[-1]), rc=rc, stderr=err)
+        self.last_error = (err.strip().splitlines() or [""])[-1]
+        return False
+
+    def wait_for(self, path):
+        started = time.time()
+        deadline = started + self.params["wait"]
+        self.last_error = ""
+        while not self.present(path):
+            if self.peer_failed():
+                self.fail("%s: the node before this one in the chain (%s) failed to receive it; fix that node and run "
+                          "again (both resume)" % (path, self.params["url"]))
+            if time.time() >= deadline:
+                self.fail("%s did not appear at %s within %ds: the node before this one in the chain "
+                          "stopped receiving it; see that node's transfer%s" % (
+                              path, self.params["url"], self.params["wait"],
+                              " (last answer: %s)" % self.last_error if self.last_error else ""))
+            time.sleep(self.params["poll"])
+        return round(time.time() - started, 2)
+
+    def pull(self, path):
+        target_dir = os.path.join(self.params["dest"], os.path.dirname(path))
+        if not os.path.isdir(target_dir):
+            os.makedirs(target_dir, 0o755)
+        argv = self.base() + ["--archive", "--partial", "--partial-dir=" + self.params["partial_dir"], "--ignore-times",
+                              "--stats"] + self.params["extra_args"] + [source_of(self.params["url"], path),
+                                                                        target_dir.rstrip("/") + "/"]
+        started = time.time()
+        for attempt in range(ATTEMPTS):
+            rc, out, err = self.module.run_command(argv)
+            if rc not in RETRY_CODES:
+                break
+            time.sleep(1 + attempt)
+        if rc != 0:
+            self.fail("rsync of %s from %s exited %d: %s" % (
+                path, self.params["url"], rc, (err.strip().splitlines() or ["no message"])[-1]), rc=rc, stderr=err)
+        return {"path": path, "bytes_received": parse_received(out), "seconds": round(time.time() - started, 2)}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            url=dict(type="str", required=True),
+            dest=dict(type="path", required=True),
+            files=dict(type="list", elements="str", required=True),
+            password_file=dict(type="path", required=True, no_log=False),
+            partial_dir=dict(type="str", default=".llm_cluster-partial"),
+            wait=dict(type="int", default=0),
+            poll=dict(type="float", default=0.5),
+            timeout=dict(type="int", default=600),
+            progress_file=dict(type="path", default=""),
+            total_bytes=dict(type="int", default=0),
+            extra_args=dict(type="list", elements="str", default=[]),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        for path in module.params["files"]:
+            check_path(path)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    if not module.params["url"].startswith("rsync://"):
+        module.fail_json(msg="url must be an rsync daemon module, rsync://user@address:port/module, got %s"
+                         % module.params["url"])
+    if module.check_mode:
+        module.exit_json(changed=bool(module.params["files"]), bytes_received=0, seconds=0.0,
+                         files=[{"path": path, "bytes_received": 0, "seconds": 0.0, "waited": 0.0}
+                                for path in module.params["files"]])
+    fetcher = Fetcher(module)
+    if not os.path.isdir(module.params["dest"]):
+        os.makedirs(module.params["dest"], 0o755)
+    fetcher.clear_marker()
+    started = time.time()
+    progress = None
+    if module.params["progress_file"]:
+        progress = Progress(module.params["progress_file"], module.params["dest"], module.params["files"],
+                            module.params["total_bytes"])
+        progress.start()
+    results = []
+    for path in module.params["files"]:
+        if progress:
+            progress.current, progress.waiting = path, module.params["wait"] > 0
+        waited = fetcher.wait_for(path) if module.params["wait"] > 0 else 0.0
+        if progress:
+            progress.waiting = False
+        entry = fetcher.pull(path)
+        entry["waited"] = waited
+        results.append(entry)
+        if progress:
+            try:
+                progress.done_bytes += os.path.getsize(os.path.join(module.params["dest"], path))
+            except OSError:
+                pass
+            progress.done_files += 1
+    if progress:
+        progress.current = None
+        progress.finish()
+    module.exit_json(changed=bool(results), files=results, bytes_received=sum(r["bytes_received"] for r in results),
+                     seconds=round(time.time() - started, 2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""model_fetch against a real rsync daemon on 127.0.0.1 (rsync is a test prerequisite, installed by .ci/run)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from ansible_collections.aihost.llm_cluster.plugins.modules import model_fetch
+
+from utils import run_module
+
+pytestmark = pytest.mark.skipif(shutil.which("rsync") is None, reason="rsync is not installed")
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture()
+def daemon(tmp_path):
+    source = tmp_path / "source"
+    (source / "sub").mkdir(parents=True)
+    (source / "a.safetensors").write_bytes(os.urandom(3 * 1024 * 1024))
+    (source / "sub" / "b.json").write_text('{"b": 1}\n')
+    secrets = tmp_path / "secrets"
+    secrets.write_text("llmc:s3cret\n")
+    secrets.chmod(0o600)
+    password = tmp_path / "password"
+    password.write_text("s3cret\n")
+    password.chmod(0o600)
+    port = free_port()
+    conf = tmp_path / "rsyncd.conf"
+    conf.write_text("address = 127.0.0.1\nport = %d\nuse chroot = no\npid file = %s\nlock file = %s\n"
+                    "[model]\n path = %s\n read only = yes\n auth users = llmc\n secrets file = %s\n"
+                    " hosts allow = 127.0.0.1\n" % (port, tmp_path / "pid", tmp_path / "lock", source, secrets))
+    proc = subprocess.Popen(["rsync", "--daemon", "--no-detach", "--config=%s" % conf])
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield {"url": "rsync://llmc@127.0.0.1:%d/model" % port, "source": source, "password": str(password),
+           "dest": tmp_path / "dest"}
+    proc.terminate()
+    proc.wait()
+
+
+def args(daemon, files, **extra):
+    base = {"url": daemon["url"], "dest": str(daemon["dest"]), "files": files, "password_file": daemon["password"],
+            "partial_dir": ".llm_cluster-partial"}
+    base.update(extra)
+    return base
+
+
+def test_pulls_listed_files_into_their_directories(daemon):
+    result = run_module(model_fetch.main, args(daemon, ["a.safetensors", "sub/b.json"]))
+    assert result["changed"] and [f["path"] for f in result["files"]] == ["a.safetensors", "sub/b.json"]
+    assert (daemon["dest"] / "a.safetensors").read_bytes() == (daemon["source"] / "a.safetensors").read_bytes()
+    assert (daemon["dest"] / "sub" / "b.json").read_text() == '{"b": 1}\n'
+    assert result["bytes_received"] >= 3 * 1024 * 1024
+    # Same mtime as the source: the manifest's fast path holds on the destination.
+    assert os.stat(str(daemon["dest"] / "a.safetensors")).st_mtime == os.stat(str(daemon["source"] / "a.safetensors")).st_mtime
+
+
+def test_a_damaged_file_costs_only_its_differing_blocks(daemon):
+    run_module(model_fetch.main, args(daemon, ["a.safetensors"]))
+    with open(str(daemon["dest"] / "a.safetensors"), "r+b") as handle:
+        handle.seek(1024 * 1024)
+        handle.write(b"\0" * 4096)
+    result = run_module(model_fetch.main, args(daemon, ["a.safetensors"]))
+    assert (daemon["dest"] / "a.safetensors").read_bytes() == (daemon["source"] / "a.safetensors").read_bytes()
+    assert result["bytes_received"] < 1024 * 1024
+
+
+def test_a_stopped_transfer_resumes_from_its_partial_file(daemon):
+    source = (daemon["source"] / "a.safetensors").read_bytes()
+    partial = daemon["dest"] / ".llm_cluster-partial"
+    partial.mkdir(parents=True)
+    (partial / "a.safetensors").write_bytes(source[:2 * 1024 * 1024])
+    result = run_module(model_fetch.main, args(daemon, ["a.safetensors"]))
+    assert (daemon["dest"] / "a.safetensors").read_bytes() == source
+    assert result["bytes_received"] < 1536 * 1024
+    assert not (partial / "a.safetensors").exists()
+
+
+def test_waits_for_a_file_the_peer_is_still_receiving(daemon):
+    later = daemon["source"] / "c.safetensors"
+    timer = threading.Timer(1.5, later.write_bytes, args=(b"x" * 1000,))
+    timer.start()
+    try:
+        result = run_module(model_fetch.main, args(daemon, ["c.safetensors"], wait=30, poll=0.2))
+    finally:
+        timer.cancel()
+    assert result["files"][0]["waited"] >= 1.0
+    assert (daemon["dest"] / "c.safetensors").read_bytes() == b"x" * 1000
+
+
+def test_a_file_that_never_comes_is_named(daemon):
+    result = run_module(model_fetch.main, args(daemon, ["never.safetensors"], wait=1, poll=0.2))
+    assert result["failed"]
+    assert result["msg"].startswith("never.safetensors did not appear at %s within 1s" % daemon["url"])
+
+
+def test_a_wrong_password_fails_with_rsyncs_reason(daemon, tmp_path):
+    wrong = tmp_path / "wrong"
+    wrong.write_text("nope\n")
+    wrong.chmod(0o600)
+    result = run_module(model_fetch.main, args(daemon, ["a.safetensors"], password_file=str(wrong)))
+    assert result["failed"] and "rsync of a.safetensors from %s exited 5" % daemon["url"] in result["msg"]
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"files": ["../etc/passwd"]}, "must be a relative path inside the model"),
+    ({"files": ["/etc/passwd"]}, "must be a relative path inside the model"),
+    ({"url": "ssh://host/model"}, "url must be an rsync daemon module"),
+])
+def test_bad_inputs_are_refused(daemon, bad, message):
+    result = run_module(model_fetch.main, dict(args(daemon, ["a.safetensors"]), **bad))
+    assert result["failed"] and message in result["msg"]
+
+
+def test_check_mode_pulls_nothing(daemon):
+    result = run_module(model_fetch.main, args(daemon, ["a.safetensors"]), check_mode=True)
+    assert result["changed"] and not (daemon["dest"] / "a.safetensors").exists()
+
+
+def test_parse_received():
+    assert model_fetch.parse_received("Number of files: 1\nTotal bytes received: 3,146,035\n") == 3146035
+    assert model_fetch.parse_received("nothing") == 0
+
+
+def test_a_refused_login_fails_at_once_even_while_waiting(daemon, tmp_path):
+    wrong = tmp_path / "wrong"
+    wrong.write_text("nope\n")
+    wrong.chmod(0o600)
+    started = time.time()
+    result = run_module(model_fetch.main, args(daemon, ["a.safetensors"], password_file=str(wrong), wait=60))
+    assert result["failed"] and "cannot list a.safetensors at %s (rsync exited 5)" % daemon["url"] in result["msg"]
+    assert time.time() - started < 30
+
+
+def test_a_failed_peer_stops_the_wait_and_a_failure_leaves_the_marker(daemon):
+    (daemon["source"] / ".llm_cluster-fetch-failed").write_text("rsync of x exited 20\n")
+    started = time.time()
+    result = run_module(model_fetch.main, args(daemon, ["coming.safetensors"], wait=60, poll=0.2))
+    assert result["failed"] and "the node before this one in the chain (%s) failed" % daemon["url"] in result["msg"]
+    assert time.time() - started < 30
+    # This node failed in turn: the node after it will see the marker, until the next run clears it.
+    assert (daemon["dest"] / ".llm_cluster-fetch-failed").exists()
+    (daemon["source"] / ".llm_cluster-fetch-failed").unlink()
+    run_module(model_fetch.main, args(daemon, ["a.safetensors"]))
+    assert not (daemon["dest"] / ".llm_cluster-fetch-failed").exists()
+
+
+def test_progress_file_reports_bytes_and_percent(daemon):
+    progress = daemon["dest"].parent / "progress.json"
+    size = (daemon["source"] / "a.safetensors").stat().st_size + (daemon["source"] / "sub" / "b.json").stat().st_size
+    run_module(model_fetch.main, args(daemon, ["a.safetensors", "sub/b.json"], progress_file=str(progress), total_bytes=size))
+    final = __import__("json").loads(progress.read_text())
+    assert final["finished"] and final["files_done"] == 2 and final["files_total"] == 2
+    assert final["bytes_done"] == size and final["percent"] == 100.0 and final["file"] is None
+
+
+def test_partial_size_reads_rsyncs_temporary_file(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / ".shard[1].safetensors.Ab12Cd").write_bytes(b"x" * 123)
+    assert model_fetch.partial_size(str(tmp_path), "sub/shard[1].safetensors") == 123
+    assert model_fetch.partial_size(str(tmp_path), "sub/other") == 0
