@@ -1,0 +1,151 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+#
+# PRIVATE to the aihost.llm_cluster collection: no compatibility promise.
+"""Controller-side rules of model_distribution: the transfer plans, the disk gate, the hub commands."""
+
+from __future__ import annotations
+
+import math
+
+GIB = 1024 ** 3
+HUBS = ("modelscope", "huggingface", "modelers")
+
+
+def fanout_plan(holders, needers):
+    """Rounds of transfers in which every node that holds a verified copy sends to one node that needs it.
+
+    holders: hosts with a verified copy (the source first); needers: hosts that need files, in order.
+    Returns [[{"src": h, "dst": n}, ...], ...]: the number of holders doubles each round, so N needers
+    from one source take ceil(log2(N + 1)) rounds instead of N transfers from one machine.
+    """
+    holders = list(holders)
+    waiting = [host for host in needers if host not in holders]
+    if waiting and not holders:
+        raise ValueError("no node holds a verified copy to send from")
+    rounds = []
+    while waiting:
+        pairs = [{"src": src, "dst": dst} for src, dst in zip(holders, waiting)]
+        rounds.append(pairs)
+        waiting = waiting[len(pairs):]
+        holders.extend(pair["dst"] for pair in pairs)
+    return rounds
+
+
+def rounds_needed(needers, holders=1):
+    """ceil(log2((needers + holders) / holders)) for the doubling plan."""
+    if needers <= 0:
+        return 0
+    return int(math.ceil(math.log((needers + holders) / float(holders), 2) - 1e-9))
+
+
+STRATEGIES = ("chain", "rounds", "star")
+
+
+def chain_plan(holders, needers, repairs):
+    """One round of simultaneous links that pipelines the model file by file.
+
+    Nodes with nothing of their own to repair (only missing files) form chains behind the holders: each
+    receives from the node before it while passing on what it already has. Nodes holding damaged files are
+    repaired straight from a holder, so that no node ever passes on a file before it is right.
+    """
+    holders = list(holders)
+    chained = [host for host in needers if host not in repairs]
+    direct = [host for host in needers if host in repairs]
+    links = []
+    count = max(1, min(len(holders), len(chained)))
+    tails = holders[:count]
+    for index, host in enumerate(chained):
+        links.append({"src": tails[index % count], "dst": host})
+        tails[index % count] = host
+    for index, host in enumerate(direct):
+        links.append({"src": holders[index % len(holders)], "dst": host})
+    return [links] if links else []
+
+
+def star_plan(holders, needers):
+    """One round in which every node that needs files pulls from a holder (round robin)."""
+    holders = list(holders)
+    links = [{"src": holders[index % len(holders)], "dst": host} for index, host in enumerate(needers)]
+    return [links] if links else []
+
+
+def plan(nodes, settings):
+    """The whole decision: which nodes need files, whether they fit, and the rounds that send them.
+
+    nodes: [{host, path, ok, bad_files, missing_bytes, free_bytes, mismatches}] for every node but the source.
+    settings: {source, shared (bool), disk_factor, strategy (chain, rounds, star)}.
+    Returns {ok, failures, needers, rounds, wait}: wait is true when a receiver may have to wait for the
+    node it receives from (a chain).
+    """
+    strategy = settings.get("strategy", "chain")
+    if strategy not in STRATEGIES:
+        raise ValueError("model_distribution_strategy must be one of %s, got %r" % (", ".join(STRATEGIES), strategy))
+    needers = [node["host"] for node in nodes if node.get("bad_files")]
+    if settings.get("shared"):
+        failures = ["%s: %s on the shared filesystem differs from %s's view: %s; check the mount on %s" % (
+            node["host"], node.get("path"), settings.get("source"),
+            ", ".join("%s (%s)" % (m["path"], m["reason"]) for m in (node.get("mismatches") or [])[:10]), node["host"])
+            for node in nodes if node["host"] in needers]
+        return {"ok": not failures, "failures": failures, "needers": [], "rounds": [], "wait": False}
+    failures = disk_gate([node for node in nodes if node["host"] in needers], settings.get("disk_factor", 1.1))
+    holders = [settings["source"]] + [node["host"] for node in nodes if node["host"] not in needers]
+    repairs = {node["host"] for node in nodes
+               if any(m.get("reason") in ("size", "sha256") for m in node.get("mismatches") or [])}
+    rounds = []
+    if not failures:
+        if strategy == "chain":
+            rounds = chain_plan(holders, needers, repairs)
+        elif strategy == "star":
+            rounds = star_plan(holders, needers)
+        else:
+            rounds = fanout_plan(holders, needers)
+    return {"ok": not failures, "failures": failures, "needers": needers, "rounds": rounds,
+            "wait": strategy == "chain"}
+
+
+def disk_gate(nodes, factor):
+    """Free space at each destination must cover what is missing times factor.
+
+    nodes: [{host, path, missing_bytes, free_bytes}]. Returns a list of failure lines (empty when fine).
+    """
+    failures = []
+    for node in nodes:
+        need = int(node.get("missing_bytes") or 0) * float(factor)
+        free = node.get("free_bytes")
+        if need and free is not None and free < need:
+            failures.append("%s: %.2f GiB free under %s, the model needs %.2f GiB more (%.2f GiB missing x %.2f); "
+                            "free space there or set model_path to a larger disk" % (
+                                node["host"], free / GIB, node.get("path"), (need - free) / GIB,
+                                int(node["missing_bytes"]) / GIB, float(factor)))
+    return failures
+
+
+# Each hub's own Python client, run on the source node. The token comes from the
+# LLM_CLUSTER_HUB_TOKEN environment variable of the task (no_log), never from argv.
+_HUB_CODE = {
+    "huggingface": ("import os, sys; from huggingface_hub import snapshot_download; "
+                    "snapshot_download(repo_id=sys.argv[1], local_dir=sys.argv[2], revision=sys.argv[3] or None, "
+                    "token=os.environ.get('LLM_CLUSTER_HUB_TOKEN') or None)"),
+    "modelscope": ("import os, sys; from modelscope.hub.api import HubApi; from modelscope import snapshot_download; "
+                   "token = os.environ.get('LLM_CLUSTER_HUB_TOKEN'); token and HubApi().login(token); "
+                   "snapshot_download(sys.argv[1], local_dir=sys.argv[2], revision=sys.argv[3] or None)"),
+    "modelers": ("import os, sys; from openmind_hub import snapshot_download; "
+                 "snapshot_download(repo_id=sys.argv[1], local_dir=sys.argv[2], revision=sys.argv[3] or None, "
+                 "token=os.environ.get('LLM_CLUSTER_HUB_TOKEN') or None)"),
+}
+_HUB_PACKAGE = {"huggingface": "huggingface_hub", "modelscope": "modelscope", "modelers": "openmind_hub"}
+
+
+def hub_command(hub, repo, dest, revision="", python="python3"):
+    """argv that downloads repo into dest with the hub's Python client (which resumes partial files)."""
+    if hub not in HUBS:
+        raise ValueError("model_distribution_hub must be one of %s, got %r" % (", ".join(HUBS), hub))
+    if not repo or repo.count("/") != 1 or repo.startswith("/") or repo.endswith("/"):
+        raise ValueError("model_distribution_repo must be an owner/name repository id, got %r" % repo)
+    return [python, "-c", _HUB_CODE[hub], repo, dest, revision or ""]
+
+
+def hub_package(hub):
+    """The pip package that provides the hub's client."""
+    return _HUB_PACKAGE[hub]
