@@ -18,7 +18,7 @@ RAY_VERSION := $(shell sed -n 's/^ray_cluster_version: "\(.*\)"$$/\1/p' roles/ra
 WHEELHOUSE := $(ROOT)/.cache/wheelhouse
 SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: test venv collection image wheelhouse bench-ray lint sanity unit integration molecule $(addprefix molecule-,$(SCENARIOS)) build bench clean
+.PHONY: test venv collection image wheelhouse bench-ray bench-model lint sanity unit integration molecule $(addprefix molecule-,$(SCENARIOS)) build bench clean
 
 # Every stage runs even after a failure; a table of stage times ends the output.
 test: venv collection image wheelhouse
@@ -73,6 +73,12 @@ build: venv
 	ansible-galaxy collection build --output-path .cache/build .
 
 bench: test
+
+# Model distribution to 4 destinations on shaped links: star, rounds, chain (docs/benchmarks.md).
+bench-model: venv collection image
+	mkdir -p .cache/fabric/model
+	molecule converge -s model
+	$(PY) tests/bench/bench_model_fanout.py --rate-mbit 200 --trials 2; status=$$?; molecule destroy -s model; exit $$status
 
 # Time from the first Ray unit start to all nodes joined (docs/benchmarks.md).
 bench-ray: venv collection image wheelhouse
