@@ -97,18 +97,6 @@ def memory_limit(root="/"):
     return min(found) if found else None
 
 
-def filesystem(path):
-    """Size and free bytes of the filesystem holding path (or its nearest existing parent)."""
-    probe = os.path.abspath(path)
-    while not os.path.exists(probe) and probe != os.path.dirname(probe):
-        probe = os.path.dirname(probe)
-    try:
-        stat = os.statvfs(probe)
-    except OSError:
-        return {"path": path, "checked": probe, "size": None, "free": None}
-    return {"path": path, "checked": probe, "size": stat.f_blocks * stat.f_frsize, "free": stat.f_bavail * stat.f_frsize}
-
-
 def object_store_size(requested, memory, shm_size):
     """Return (bytes, problem): the object store for a node, or why none fits.
 

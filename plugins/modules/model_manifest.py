@@ -211,6 +211,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aihost.llm_cluster.plugins.module_utils import _disk
 from ansible_collections.aihost.llm_cluster.plugins.module_utils import _manifest
 
 
@@ -230,14 +231,7 @@ def build_module():
 
 def free_bytes(path):
     """Bytes available to unprivileged users on the filesystem of ``path`` or of its nearest existing parent."""
-    probe = os.path.abspath(path)
-    while not os.path.exists(probe):
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
-    info = os.statvfs(probe)
-    return info.f_bavail * info.f_frsize
+    return _disk.filesystem(path)["free"]
 
 
 def file_list_summary(manifest):

@@ -113,6 +113,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aihost.llm_cluster.plugins.module_utils import _disk
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._procnet import listening_ports
 
 LOCALE = {"LANGUAGE": "C", "LC_ALL": "C"}
@@ -142,12 +143,9 @@ def model_facts(path):
                     facts["files"] += 1
                 except OSError:
                     continue
-    probe = path
-    while probe and not os.path.isdir(probe):
-        probe = os.path.dirname(probe.rstrip("/")) or "/"
-    stat = os.statvfs(probe)
-    facts["disk_path"] = probe
-    facts["disk_free"] = stat.f_bavail * stat.f_frsize
+    disk = _disk.filesystem(path)
+    facts["disk_path"] = disk["checked"]
+    facts["disk_free"] = disk["free"]
     return facts
 
 

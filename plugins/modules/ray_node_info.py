@@ -125,6 +125,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aihost.llm_cluster.plugins.module_utils import _disk
 from ansible_collections.aihost.llm_cluster.plugins.module_utils import _procnet
 from ansible_collections.aihost.llm_cluster.plugins.module_utils import _ray
 
@@ -235,7 +236,7 @@ def main():
     wanted = wanted_ports(params["ports"], params["port_ranges"], module)
     listeners = [{"port": port, "owners": owners}
                  for port, owners in sorted(_procnet.listening_ports().items()) if port in wanted]
-    shm = _ray.filesystem("/dev/shm") if os.path.isdir("/dev/shm") else {"path": "/dev/shm", "size": None, "free": None}
+    shm = _disk.filesystem("/dev/shm") if os.path.isdir("/dev/shm") else {"path": "/dev/shm", "size": None, "free": None}
     module.exit_json(
         changed=False,
         venv=_ray.venv_facts(params["venv"]),
@@ -243,7 +244,7 @@ def main():
         journal=journal(module, params["unit"], params["journal_lines"]),
         memory=_ray.memory_limit("/"),
         shm=shm,
-        temp_dir=_ray.filesystem(params["temp_dir"]),
+        temp_dir=_disk.filesystem(params["temp_dir"]),
         listeners=listeners,
         firewall=firewall_facts(module),
         processes=venv_processes(params["venv"]),

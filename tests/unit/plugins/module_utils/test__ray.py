@@ -58,11 +58,6 @@ def test_memory_limit_takes_the_cgroup_limit_below_memtotal(tmp_path):
     assert _ray.memory_limit(str(tmp_path)) == 3 * GIB
 
 
-def test_filesystem_walks_up_to_an_existing_parent(tmp_path):
-    info = _ray.filesystem(str(tmp_path / "a" / "b"))
-    assert info["checked"] == str(tmp_path) and info["free"] > 0 and info["size"] >= info["free"]
-
-
 def test_object_store_auto_is_ray_share_capped_by_shm():
     # 3 GiB memory, 1 GiB shm: 30 % of memory (921.6 MiB) is above 80 % of shm (819.2 MiB).
     size, why = _ray.object_store_size(0, 3 * GIB, GIB)
