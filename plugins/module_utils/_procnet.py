@@ -76,3 +76,14 @@ def listening_ports(proc_root="/proc"):
             })
         result[port] = owners
     return result
+
+
+def foreign_owners(owners, prefix="llm-cluster-"):
+    """The owners of a port that do not run in one of this collection's units (named with prefix)."""
+    return [owner for owner in owners or [] if not (owner.get("unit") or "").startswith(prefix)]
+
+
+def describe_owners(owners):
+    """'pid 77 (redis-server, unit redis.service), ...' for messages."""
+    return ", ".join("pid %s (%s%s)" % (o.get("pid"), o.get("comm") or "?", ", unit " + o["unit"] if o.get("unit") else "")
+                     for o in owners)

@@ -11,6 +11,7 @@ that all failures of all hosts are collected before the play fails.
 from __future__ import annotations
 
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._ascend_versions import compare_ascend_versions as compare_versions
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._procnet import describe_owners, foreign_owners
 
 DEVICE_WORD = {"npu": "NPU", "gpu": "GPU"}
 TOOL = {"npu": "npu-smi", "gpu": "nvidia-smi"}
@@ -159,12 +160,10 @@ def _check_ports(host, node, settings):
     prefix = settings.get("managed_unit_prefix", "llm-cluster-")
     names = {int(v): k for k, v in (settings.get("ports") or {}).items()}
     for port in (node.get("facts") or {}).get("ports") or []:
-        foreign = [o for o in port.get("owners") or [] if not (o.get("unit") or "").startswith(prefix)]
+        foreign = foreign_owners(port.get("owners"), prefix)
         name = names.get(port["port"], "port")
         if foreign:
-            who = ", ".join("pid %s (%s%s)" % (o.get("pid"), o.get("comm") or "?", ", unit " + o["unit"] if o.get("unit") else "")
-                            for o in foreign)
-            host.check("port_free", False, "%s %d is in use by %s" % (name, port["port"], who),
+            host.check("port_free", False, "%s %d is in use by %s" % (name, port["port"], describe_owners(foreign)),
                        "stop that service or choose another %s" % name)
         else:
             host.check("port_free", True, "%s %d %s" % (name, port["port"], "free" if port.get("free") else "held by llm_cluster"))

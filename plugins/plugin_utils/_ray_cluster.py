@@ -11,6 +11,7 @@ role's messages are unit-tested without a cluster.
 from __future__ import annotations
 
 from ansible_collections.aihost.llm_cluster.plugins.module_utils import _ray
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._procnet import describe_owners, foreign_owners
 
 GIB = 1024 ** 3
 
@@ -81,12 +82,10 @@ def _node_problems(node, settings):
     prefix = settings.get("unit_prefix", "llm-cluster-")
     names = {int(p): n for n, p in (settings.get("ports") or {}).items()}
     for listener in info.get("listeners") or []:
-        foreign = [o for o in listener.get("owners") or [] if not (o.get("unit") or "").startswith(prefix)]
+        foreign = foreign_owners(listener.get("owners"), prefix)
         if foreign:
-            who = ", ".join("pid %s (%s%s)" % (o.get("pid"), o.get("comm") or "?",
-                                               ", unit " + o["unit"] if o.get("unit") else "") for o in foreign)
             problems.append("%s: port %d (%s) is in use by %s; stop it or move the port" % (
-                host, listener["port"], names.get(listener["port"], "Ray worker port"), who))
+                host, listener["port"], names.get(listener["port"], "Ray worker port"), describe_owners(foreign)))
     size, why = _ray.object_store_size(settings.get("object_store_memory") or 0, info.get("memory"),
                                        (info.get("shm") or {}).get("size"))
     node["object_store_memory"] = size
