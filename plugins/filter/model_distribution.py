@@ -26,9 +26,18 @@ def model_hub_command(repo, hub, dest, revision="", python="python3"):
         raise AnsibleFilterError(str(exc))
 
 
+def model_hub_package(hub):
+    """The pip package that provides a hub's Python client."""
+    try:
+        return _model_distribution.hub_package(hub)
+    except KeyError:
+        raise AnsibleFilterError("model_distribution_hub must be one of %s, got %r" % (", ".join(_model_distribution.HUBS), hub))
+
+
 class FilterModule(object):
     def filters(self):
         return {
             "model_fanout": model_fanout,
             "model_hub_command": model_hub_command,
+            "model_hub_package": model_hub_package,
         }

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import math
 
 GIB = 1024 ** 3
 HUBS = ("modelscope", "huggingface", "modelers")
@@ -30,13 +29,6 @@ def fanout_plan(holders, needers):
         waiting = waiting[len(pairs):]
         holders.extend(pair["dst"] for pair in pairs)
     return rounds
-
-
-def rounds_needed(needers, holders=1):
-    """ceil(log2((needers + holders) / holders)) for the doubling plan."""
-    if needers <= 0:
-        return 0
-    return int(math.ceil(math.log((needers + holders) / float(holders), 2) - 1e-9))
 
 
 STRATEGIES = ("chain", "rounds", "star")
