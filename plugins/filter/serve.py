@@ -1,0 +1,79 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _serve
+
+
+def serve_plan(nodes, settings):
+    """Backend, topology and each node's engine argv; see plugin_utils/_serve.py."""
+    if not isinstance(nodes, list) or not isinstance(settings, dict):
+        raise AnsibleFilterError("serve_plan expects a list of nodes and a dict of settings")
+    try:
+        return _serve.plan(nodes, settings)
+    except (KeyError, ValueError) as exc:
+        raise AnsibleFilterError("serve_plan: %s" % exc)
+
+
+def serve_backend(requested, backend_type, accelerator):
+    """The backend to run; see plugin_utils/_serve.py resolve_backend."""
+    try:
+        return _serve.resolve_backend(requested, backend_type, accelerator)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def serve_container_args(spec):
+    """docker run argv of a node's engine container; see plugin_utils/_serve.py."""
+    try:
+        return _serve.container_args(spec)
+    except (KeyError, ValueError) as exc:
+        raise AnsibleFilterError("serve_container_args: %s" % exc)
+
+
+def serve_status(nodes, plan, settings):
+    """The endpoint document of artifacts/serve.json; see plugin_utils/_serve.py."""
+    return _serve.status(nodes, plan, settings)
+
+
+def serve_status_table(doc):
+    """The endpoint document as lines for the play output."""
+    return _serve.status_table(doc)
+
+
+def llm_cluster_status(ray, serve, accelerators, generated=None):
+    """status.yml's document; see plugin_utils/_serve.py cluster_status."""
+    return _serve.cluster_status(ray, serve, accelerators, generated)
+
+
+def llm_cluster_status_table(doc):
+    """status.yml's document as lines."""
+    return _serve.cluster_status_table(doc)
+
+
+def serve_unit_args(argv):
+    """argv as systemd ExecStart= words: one per line, quoted where systemd would split or expand."""
+    words = []
+    for word in argv:
+        word = str(word).replace("%", "%%").replace("$", "$$")
+        if not word or any(c in word for c in " \t\"'\\;"):
+            word = "'" + word.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        words.append(word)
+    return " \\\n    ".join(words)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "llm_cluster_status": llm_cluster_status,
+            "llm_cluster_status_table": llm_cluster_status_table,
+            "serve_backend": serve_backend,
+            "serve_container_args": serve_container_args,
+            "serve_plan": serve_plan,
+            "serve_status": serve_status,
+            "serve_status_table": serve_status_table,
+            "serve_unit_args": serve_unit_args,
+        }

@@ -1,0 +1,411 @@
+#!/usr/bin/python
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# As an Ansible module this file is also offered under the
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: serve_probe
+short_description: Prove that an OpenAI-compatible endpoint (vLLM) is ready by running an inference through it
+version_added: 0.2.0
+description:
+  - Ready means that the endpoint answers an inference, not only that its port is open or that C(/health) says so.
+    From the managed node, against the engine's address, the probe
+  - 1) polls C(GET /health) until it answers 200 (a refused, reset or timed-out connection and any other status
+    mean "not yet"), for at most O(wait_timeout) seconds;
+  - 2) reads C(GET /v1/models) with the key, which must answer 200 and list O(model) (the failure lists the ids
+    it does list);
+  - 3) reads C(GET /version) for RV(version) (errors are ignored);
+  - 4) sends one C(POST /v1/completions) with O(prompt), O(max_tokens), C(temperature=0) and C(ignore_eos=true),
+    which must answer 200 with at least one completion token;
+  - 5) with O(chat), sends the same as one C(POST /v1/chat/completions) with a single user message;
+  - 6) with O(api_key) and O(check_auth), reads C(GET /v1/models) without the key, which must be refused with
+    401 or 403.
+  - Any failing step fails the task with a message that names the URL, the step, the HTTP status and the first
+    300 characters of the answer (or the connection error), and returns what was measured before it. The key is
+    never shown.
+  - Requests go straight to the engine; proxy settings of the environment are not used.
+  - Changes nothing; check mode runs the same probe.
+options:
+  url:
+    description:
+      - Base URL of the endpoint, for example C(http://10.0.0.1:8000).
+      - A trailing C(/v1) (the OpenAI client's base URL) is accepted and removed.
+    type: str
+    required: true
+  api_key:
+    description: 'Key of the endpoint (vLLM C(--api-key)), sent as C(Authorization: Bearer <key>); none sends no key.'
+    type: str
+  model:
+    description: Served model name that C(/v1/models) must list and the completions are sent to.
+    type: str
+    required: true
+  prompt:
+    description: Prompt of the completion (and the user message of the chat completion).
+    type: str
+    default: Hello
+  max_tokens:
+    description: Tokens to generate per request (EOS is ignored, so the engine generates them all).
+    type: int
+    default: 8
+  chat:
+    description: Also send one C(/v1/chat/completions) request (needs a chat template in the model).
+    type: bool
+    default: false
+  check_auth:
+    description:
+      - When O(api_key) is set, read C(/v1/models) without the key and fail unless it is refused (401 or 403),
+        so that an endpoint that serves without the key is caught.
+      - Ignored without O(api_key).
+    type: bool
+    default: true
+  wait_timeout:
+    description: Seconds to keep polling C(/health) until it answers 200; 0 tries once.
+    type: int
+    default: 0
+  interval:
+    description: Seconds between polls of C(/health).
+    type: float
+    default: 2.0
+  request_timeout:
+    description:
+      - Seconds each request to C(/v1/models) and each completion may take. The first completion after the
+        engine started can take several seconds.
+      - Each poll of C(/health) and the read of C(/version) take at most 10 seconds.
+    type: int
+    default: 120
+attributes:
+  check_mode:
+    description: Can run in check mode and return the same result; the probe changes nothing.
+    support: full
+  diff_mode:
+    description: Returns no diff; it changes nothing.
+    support: none
+  platform:
+    description: Any host that reaches the endpoint.
+    support: full
+    platforms: posix
+author:
+  - aihost.llm_cluster contributors (@aihost)
+"""
+
+EXAMPLES = r"""
+- name: Wait up to 15 minutes for the engine, then prove it answers a completion and a chat completion
+  aihost.llm_cluster.serve_probe:
+    url: http://192.168.10.11:8000
+    api_key: "{{ llm_cluster_api_key }}"
+    model: DeepSeek-R1
+    chat: true
+    wait_timeout: 900
+    interval: 5
+  register: serve_probe
+
+- name: Show the first request's latency
+  ansible.builtin.debug:
+    msg: "{{ serve_probe.completion.completion_tokens }} tokens in {{ serve_probe.completion.seconds }}s"
+"""
+
+RETURN = r"""
+ready:
+  description: Whether every step passed (false only in a failure's output).
+  returned: always
+  type: bool
+  sample: true
+health_seconds:
+  description: Seconds waited until C(/health) answered 200; null when it did not.
+  returned: always
+  type: float
+  sample: 12.4
+models:
+  description: Ids that C(/v1/models) lists (served model names), empty before that step.
+  returned: always
+  type: list
+  elements: str
+  sample: ["DeepSeek-R1"]
+version:
+  description: Version that C(/version) reports, or null when it reports none.
+  returned: always
+  type: str
+  sample: 0.11.0
+completion:
+  description:
+    - The C(/v1/completions) request, with its HTTP status, the token counts of its C(usage), the finish reason of
+      its first choice and its wall time in seconds.
+    - Null before that step; status is null when no HTTP answer came.
+  returned: always
+  type: dict
+  sample: {"status": 200, "prompt_tokens": 2, "completion_tokens": 8, "finish_reason": "length", "seconds": 0.41}
+chat:
+  description: The C(/v1/chat/completions) request, as RV(completion); null without O(chat) or before that step.
+  returned: always
+  type: dict
+  sample: {"status": 200, "prompt_tokens": 9, "completion_tokens": 8, "finish_reason": "length", "seconds": 0.38}
+auth_enforced:
+  description:
+    - Whether C(/v1/models) without the key was refused (true) or served (false, which fails the task).
+    - Null when not checked (no O(api_key), O(check_auth=false), or a failure before that step).
+  returned: always
+  type: bool
+  sample: true
+failed_step:
+  description: The step that failed, one of C(health), C(models), C(completion), C(chat), C(auth).
+  returned: failure
+  type: str
+  sample: completion
+"""
+
+import http.client
+import json
+import socket
+import time
+import urllib.error
+from urllib.parse import urlsplit
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
+from ansible.module_utils.urls import open_url
+
+# Timeout of each /health poll and of the /version read.
+QUICK_TIMEOUT = 10
+# Characters of an answer's body quoted in a failure message.
+BODY_CHARS = 300
+MASK = "********"
+USER_AGENT = "aihost.llm_cluster-serve_probe"
+
+
+class NoAnswer(Exception):
+    """The request got no HTTP answer (refused, reset, timed out, TLS error)."""
+
+
+class ProbeFailed(Exception):
+    """A step failed; args are (step, detail)."""
+
+    def __init__(self, step, detail):
+        super().__init__(step, detail)
+        self.step = step
+        self.detail = detail
+
+
+def base_url(url):
+    """The URL without trailing slashes and without a trailing /v1."""
+    url = url.strip().rstrip("/")
+    if url.endswith("/v1"):
+        url = url[:-3].rstrip("/")
+    return url
+
+
+def describe_error(exc):
+    """A short text for a connection error."""
+    reason = getattr(exc, "reason", None)
+    if isinstance(exc, urllib.error.URLError) and reason is not None:
+        exc = reason
+    if isinstance(exc, BaseException):
+        text = str(exc) or exc.__class__.__name__
+    else:
+        text = str(reason)
+    if isinstance(exc, (socket.timeout, TimeoutError)) and "timed out" not in text:
+        text = "timed out (%s)" % text
+    return text
+
+
+class Probe:
+    def __init__(self, url, api_key, secrets=()):
+        self.url = url
+        self.api_key = api_key
+        self.secrets = [s for s in secrets if s]
+
+    def scrub(self, text):
+        """``text`` with every secret masked."""
+        for secret in self.secrets:
+            text = text.replace(secret, MASK)
+        return text
+
+    def snippet(self, body):
+        body = self.scrub(body.strip())
+        return body[:BODY_CHARS] if body else "(empty body)"
+
+    def request(self, method, path, timeout, payload=None, with_key=True):
+        """Return (status, body text, seconds); raise NoAnswer when no HTTP answer came."""
+        headers = {"Accept": "application/json"}
+        data = None
+        if payload is not None:
+            data = json.dumps(payload).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        if with_key and self.api_key:
+            headers["Authorization"] = "Bearer %s" % self.api_key
+        started = time.time()
+        try:
+            response = open_url(self.url + path, data=data, headers=headers, method=method, timeout=timeout,
+                                use_proxy=False, http_agent=USER_AGENT, use_netrc=False)
+            status = response.getcode()
+            raw = response.read()
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+            try:
+                raw = exc.read() or b""
+            except (OSError, http.client.HTTPException, AttributeError):
+                raw = b""
+        except (urllib.error.URLError, OSError, http.client.HTTPException, UrlsConnectionError, ValueError) as exc:
+            raise NoAnswer(self.scrub(describe_error(exc))) from exc
+        seconds = round(time.time() - started, 3)
+        return status, raw.decode("utf-8", "replace"), seconds
+
+    def answer(self, method, path, status, body):
+        return "%s %s answered HTTP %d: %s" % (method, path, status, self.snippet(body))
+
+    def wait_healthy(self, wait_timeout, interval):
+        """Poll /health until it answers 200; return the seconds waited."""
+        started = time.time()
+        deadline = started + max(wait_timeout, 0)
+        polls = 0
+        while True:
+            polls += 1
+            timeout = QUICK_TIMEOUT
+            if wait_timeout > 0:
+                timeout = max(1.0, min(QUICK_TIMEOUT, deadline - time.time()))
+            try:
+                status, body, dummy = self.request("GET", "/health", timeout)
+                if status == 200:
+                    return round(time.time() - started, 2)
+                last = self.answer("GET", "/health", status, body)
+            except NoAnswer as exc:
+                last = "GET /health got no answer: %s" % exc
+            now = time.time()
+            if now >= deadline:
+                if wait_timeout > 0:
+                    raise ProbeFailed("health", "not healthy after %ds (%d polls); last: %s" % (wait_timeout, polls, last))
+                raise ProbeFailed("health", last)
+            time.sleep(max(0.0, min(interval, deadline - now)))
+
+    def list_models(self, timeout):
+        try:
+            status, body, dummy = self.request("GET", "/v1/models", timeout)
+        except NoAnswer as exc:
+            raise ProbeFailed("models", "GET /v1/models got no answer: %s" % exc) from exc
+        if status != 200:
+            raise ProbeFailed("models", self.answer("GET", "/v1/models", status, body))
+        try:
+            ids = [str(entry["id"]) for entry in json.loads(body)["data"]]
+        except (ValueError, KeyError, TypeError):
+            raise ProbeFailed("models", "GET /v1/models answered HTTP 200 but not with a model list: %s" % self.snippet(body)) from None
+        return ids
+
+    def read_version(self):
+        try:
+            status, body, dummy = self.request("GET", "/version", QUICK_TIMEOUT)
+            if status == 200:
+                version = json.loads(body).get("version")
+                return None if version is None else str(version)
+        except (NoAnswer, ValueError, AttributeError):
+            pass
+        return None
+
+    def generate(self, step, path, payload, timeout, result):
+        """Send one completion request; record it in result[step]; raise ProbeFailed unless tokens came back."""
+        record = {"status": None, "prompt_tokens": None, "completion_tokens": None, "finish_reason": None, "seconds": None}
+        result[step] = record
+        started = time.time()
+        try:
+            status, body, seconds = self.request("POST", path, timeout, payload=payload)
+        except NoAnswer as exc:
+            waited = round(time.time() - started, 3)
+            record["seconds"] = waited
+            raise ProbeFailed(step, "POST %s got no answer after %.1fs: %s" % (path, waited, exc)) from exc
+        record.update(status=status, seconds=seconds)
+        if status != 200:
+            raise ProbeFailed(step, self.answer("POST", path, status, body))
+        try:
+            answer = json.loads(body)
+            usage = answer.get("usage") or {}
+            record["prompt_tokens"] = usage.get("prompt_tokens")
+            record["completion_tokens"] = usage.get("completion_tokens")
+            choices = answer.get("choices") or [{}]
+            record["finish_reason"] = choices[0].get("finish_reason")
+        except (ValueError, AttributeError, TypeError, IndexError):
+            raise ProbeFailed(step, "POST %s answered HTTP 200 but not with a completion: %s" % (path, self.snippet(body))) from None
+        tokens = record["completion_tokens"]
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
+            raise ProbeFailed(step, "POST %s answered HTTP 200 with usage.completion_tokens %s, expected 1 or more: %s" % (
+                path, json.dumps(tokens), self.snippet(body)))
+
+    def check_auth(self, timeout, result):
+        try:
+            status, body, dummy = self.request("GET", "/v1/models", timeout, with_key=False)
+        except NoAnswer as exc:
+            raise ProbeFailed("auth", "GET /v1/models without the key got no answer: %s" % exc) from exc
+        if status in (401, 403):
+            result["auth_enforced"] = True
+            return
+        if 200 <= status < 300:
+            result["auth_enforced"] = False
+            raise ProbeFailed("auth", "the endpoint serves without the key: GET /v1/models without the key answered HTTP %d "
+                                      "(expected 401 or 403); start the engine with its --api-key" % status)
+        raise ProbeFailed("auth", "GET /v1/models without the key answered HTTP %d, expected 401 or 403: %s" % (
+            status, self.snippet(body)))
+
+
+def run_probe(params, result):
+    """Run every step, filling ``result``; raise ProbeFailed at the first failing one."""
+    probe = Probe(base_url(params["url"]), params["api_key"], secrets=[params["api_key"]])
+    result["health_seconds"] = probe.wait_healthy(params["wait_timeout"], params["interval"])
+    result["models"] = probe.list_models(params["request_timeout"])
+    if params["model"] not in result["models"]:
+        raise ProbeFailed("models", "model %s is not served; /v1/models lists %s" % (
+            json.dumps(params["model"]), ", ".join(json.dumps(i) for i in result["models"]) or "no model"))
+    result["version"] = probe.read_version()
+    common = {"model": params["model"], "max_tokens": params["max_tokens"], "temperature": 0, "ignore_eos": True}
+    probe.generate("completion", "/v1/completions", dict(common, prompt=params["prompt"]), params["request_timeout"], result)
+    if params["chat"]:
+        probe.generate("chat", "/v1/chat/completions", dict(common, messages=[{"role": "user", "content": params["prompt"]}]),
+                       params["request_timeout"], result)
+    if params["api_key"] and params["check_auth"]:
+        probe.check_auth(params["request_timeout"], result)
+    result["ready"] = True
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            url=dict(type="str", required=True),
+            api_key=dict(type="str", no_log=True),
+            model=dict(type="str", required=True),
+            prompt=dict(type="str", default="Hello"),
+            max_tokens=dict(type="int", default=8, no_log=False),
+            chat=dict(type="bool", default=False),
+            check_auth=dict(type="bool", default=True),
+            wait_timeout=dict(type="int", default=0),
+            interval=dict(type="float", default=2.0),
+            request_timeout=dict(type="int", default=120),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    url = base_url(params["url"])
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        module.fail_json(msg="url must be the endpoint's base URL, for example http://10.0.0.1:8000, got %s" % params["url"])
+    if params["max_tokens"] < 1:
+        module.fail_json(msg="max_tokens must be 1 or more, got %d" % params["max_tokens"])
+    if params["wait_timeout"] < 0:
+        module.fail_json(msg="wait_timeout must be 0 or more, got %d" % params["wait_timeout"])
+    if params["interval"] <= 0:
+        module.fail_json(msg="interval must be above 0, got %s" % params["interval"])
+    if params["request_timeout"] < 1:
+        module.fail_json(msg="request_timeout must be 1 or more, got %d" % params["request_timeout"])
+
+    result = {"ready": False, "health_seconds": None, "models": [], "version": None, "completion": None, "chat": None,
+              "auth_enforced": None}
+    try:
+        run_probe(params, result)
+    except ProbeFailed as exc:
+        module.fail_json(msg="%s: %s step failed: %s" % (url, exc.step, exc.detail), failed_step=exc.step, changed=False,
+                         **result)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,409 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The serving plan: backend, topology and every node's engine command line.
+
+Pure functions (no Ansible objects), used by the ``serve_plan`` filter. The
+nodes come in inventory order, the head (first master) first. Each node is a
+dict ``{host, address, accelerator, count}`` where ``accelerator`` is ``npu``,
+``gpu`` or ``cpu`` and ``count`` the devices the node has.
+
+Topologies:
+
+* ``single``: one engine on the head, tensor parallel within the node.
+* ``ray``: one engine on the head with ``--distributed-executor-backend ray``;
+  tensor x pipeline parallel workers are Ray actors on every node.
+* ``dp``: data parallel the llm_solution way: every node runs ``serve`` with
+  the same ``--data-parallel-size/-address/-rpc-port``, its own
+  ``--data-parallel-size-local`` and ``--data-parallel-start-rank``, and all but
+  the head run ``--headless``.
+"""
+
+from __future__ import annotations
+
+BACKENDS = ("vllm", "vllm_ascend", "vllm_mindspore")
+TOPOLOGIES = ("single", "ray", "dp")
+RUNTIMES = ("host", "container")
+
+# Engine flags in the order they are rendered; a value of None or "" is not passed.
+ENGINE_FLAGS = (
+    "max_num_seqs",
+    "max_model_len",
+    "max_num_batched_tokens",
+    "block_size",
+    "gpu_memory_utilization",
+)
+
+
+def resolve_backend(requested, backend_type, accelerator):
+    """The backend to run: an explicit choice, llm_solution's backend_type, or the accelerator's default."""
+    requested = (requested or "auto").strip()
+    if requested != "auto":
+        if requested not in BACKENDS:
+            raise ValueError("serve_backend must be auto or one of %s, got %r" % (", ".join(BACKENDS), requested))
+        return requested
+    if (backend_type or "") == "MindFormers":
+        return "vllm_mindspore"
+    if accelerator == "npu":
+        return "vllm_ascend"
+    return "vllm"
+
+
+def resolve_topology(requested, backend, node_count):
+    """single for one node; llm_solution's data parallel for its MindFormers stack; Ray otherwise."""
+    requested = (requested or "auto").strip()
+    if requested != "auto":
+        if requested not in TOPOLOGIES:
+            raise ValueError("serve_topology must be auto or one of %s, got %r" % (", ".join(TOPOLOGIES), requested))
+        return requested
+    if node_count <= 1:
+        return "single"
+    if backend == "vllm_mindspore":
+        return "dp"
+    return "ray"
+
+
+def _int(settings, name, default=0):
+    value = settings.get(name)
+    if value in (None, ""):
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError("serve_%s must be an integer, got %r" % (name, value))
+
+
+def _flag_args(flags):
+    args = []
+    for name in ENGINE_FLAGS:
+        value = flags.get(name)
+        if value is None or value == "":
+            continue
+        args += ["--" + name.replace("_", "-"), str(value)]
+    return args
+
+
+def _devices(node):
+    if node.get("accelerator") in ("npu", "gpu"):
+        return int(node.get("count") or 0)
+    return 0
+
+
+def plan(nodes, settings):
+    """Resolve the topology and render each node's argv.
+
+    Returns a dict with ``backend``, ``topology``, ``head``, ``engine_hosts``
+    (nodes that run an engine process), ``tp``, ``pp``, ``dp``, ``nodes``
+    (per host: role, dp_local, dp_start_rank, argv) and ``errors`` (one line
+    per problem, naming the host or variable and the fix). Nothing is
+    rendered when there are errors.
+    """
+    if not nodes:
+        raise ValueError("no nodes to serve on")
+    head = nodes[0]
+    backend = resolve_backend(settings.get("backend"), settings.get("backend_type"), head.get("accelerator"))
+    topology = resolve_topology(settings.get("topology"), backend, len(nodes))
+    errors = []
+    result = {"backend": backend, "topology": topology, "head": head["host"], "engine_hosts": [], "install_hosts": [],
+              "tp": 0, "pp": 1, "dp": 1, "nodes": {}, "errors": errors}
+
+    tp = _int(settings, "tensor_parallel_size")
+    pp = _int(settings, "pipeline_parallel_size", 1) or 1
+    dp = _int(settings, "data_parallel_size")
+    dp_local = _int(settings, "data_parallel_size_local")
+    per_node = [_devices(node) for node in nodes]
+
+    if topology == "single":
+        engine_nodes = [head]
+        tp = tp or max(per_node[0], 1)
+        if per_node[0] and tp * pp > per_node[0]:
+            errors.append("%s: serve_tensor_parallel_size %d x serve_pipeline_parallel_size %d needs %d devices, the node has %d; "
+                          "lower them or use serve_topology ray" % (head["host"], tp, pp, tp * pp, per_node[0]))
+    elif topology == "ray":
+        engine_nodes = [head]
+        total = sum(per_node)
+        if not tp:
+            tp = max(per_node[0], 1)
+            if not _int(settings, "pipeline_parallel_size"):
+                pp = len(nodes)
+        if head.get("accelerator") == "cpu" and not settings.get("allow_cpu_ray"):
+            errors.append("%s: the CPU build of vLLM refuses the Ray executor (vllm-project/vllm#21602); use serve_topology single, "
+                          "or set serve_allow_cpu_ray with a platform plugin that maps CPU workers to a Ray resource" % head["host"])
+        elif total and tp * pp > total:
+            errors.append("serve_tensor_parallel_size %d x serve_pipeline_parallel_size %d needs %d devices; the Ray cluster has %d (%s)"
+                          % (tp, pp, tp * pp, total, ", ".join("%s %d" % (n["host"], c) for n, c in zip(nodes, per_node))))
+    else:
+        engine_nodes = list(nodes)
+        # llm_solution runs its MindFormers stack as TP 4 per DP rank.
+        tp = tp or (min(4, per_node[0]) if backend == "vllm_mindspore" and per_node[0] else 1)
+        if pp != 1:
+            errors.append("serve_pipeline_parallel_size must be 1 with serve_topology dp (got %d); use serve_topology ray for pipeline parallel" % pp)
+        locals_ = []
+        for node, count in zip(nodes, per_node):
+            local = dp_local or (count // tp if count else 1)
+            if count and local * tp > count:
+                errors.append("%s: serve_data_parallel_size_local %d x serve_tensor_parallel_size %d needs %d devices, the node has %d"
+                              % (node["host"], local, tp, local * tp, count))
+            if local < 1:
+                errors.append("%s: %d devices cannot hold one data-parallel rank of serve_tensor_parallel_size %d"
+                              % (node["host"], count, tp))
+            locals_.append(local)
+        if dp and dp != sum(locals_):
+            errors.append("serve_data_parallel_size %d differs from the ranks the nodes hold (%s = %d); leave it 0 to compute it"
+                          % (dp, " + ".join(str(n) for n in locals_), sum(locals_)))
+        dp = sum(locals_)
+
+    result.update({"tp": tp, "pp": pp, "dp": dp if topology == "dp" else 1,
+                   "engine_hosts": [n["host"] for n in engine_nodes],
+                   # Ray actors import the engine on every node of the cluster.
+                   "install_hosts": [n["host"] for n in (nodes if topology != "single" else engine_nodes)]})
+    if errors:
+        return result
+
+    prefix = list(settings.get("executable") or ["vllm", "serve"])
+    common_tail = _flag_args(settings.get("flags") or {})
+    if settings.get("enforce_eager"):
+        common_tail.append("--enforce-eager")
+    if settings.get("trust_remote_code"):
+        common_tail.append("--trust-remote-code")
+    common_tail += [str(a) for a in settings.get("extra_args") or []]
+    model = settings["model_path"]
+    served = ["--served-model-name", settings["model_name"],
+              "--host", str(settings.get("host") or "0.0.0.0"), "--port", str(_int(settings, "port", 8000))]
+
+    start = 0
+    for index, node in enumerate(nodes):
+        if node not in engine_nodes:
+            result["nodes"][node["host"]] = {"role": "ray-worker", "argv": []}
+            continue
+        argv = prefix + [model] + served
+        entry = {"role": "api"}
+        if topology == "ray":
+            argv += ["--distributed-executor-backend", "ray", "--tensor-parallel-size", str(tp),
+                     "--pipeline-parallel-size", str(pp)]
+        elif topology == "single":
+            argv += ["--tensor-parallel-size", str(tp)]
+            if pp > 1:
+                argv += ["--pipeline-parallel-size", str(pp)]
+        else:
+            local = dp_local or (per_node[index] // tp if per_node[index] else 1)
+            if index:
+                argv.append("--headless")
+                entry["role"] = "headless"
+            argv += ["--tensor-parallel-size", str(tp), "--data-parallel-size", str(dp),
+                     "--data-parallel-size-local", str(local), "--data-parallel-start-rank", str(start),
+                     "--data-parallel-address", head["address"],
+                     "--data-parallel-rpc-port", str(_int(settings, "dp_port", 12570))]
+            if settings.get("enable_expert_parallel"):
+                argv.append("--enable-expert-parallel")
+            entry.update({"dp_local": local, "dp_start_rank": start})
+            start += local
+        entry["argv"] = argv + common_tail
+        result["nodes"][node["host"]] = entry
+    return result
+
+
+# What the vendor recipes mount into an Ascend container (vllm-ascend's
+# installation guide; MindIE adds hccn.conf).
+ASCEND_CONTROL_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
+ASCEND_MOUNTS = (
+    "/usr/local/dcmi:/usr/local/dcmi:ro",
+    "/usr/local/Ascend/driver/tools/hccn_tool:/usr/local/Ascend/driver/tools/hccn_tool:ro",
+    "/usr/local/bin/npu-smi:/usr/local/bin/npu-smi:ro",
+    "/usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/:ro",
+    "/usr/local/Ascend/driver/version.info:/usr/local/Ascend/driver/version.info:ro",
+    "/etc/ascend_install.info:/etc/ascend_install.info:ro",
+    "/etc/hccn.conf:/etc/hccn.conf:ro",
+)
+
+
+def container_args(spec):
+    """``docker run`` argv of the long-lived engine container of one node.
+
+    ``spec``: name, image, argv (the engine command), env_files, shm_size,
+    privileged, accelerator, count, model_path, volumes, devices, labels.
+    Host network (the engine's ports are the host's, the firewall applies),
+    the model read-only, the Ascend devices and driver mounts or every GPU,
+    and no --privileged unless asked.
+    """
+    for key in ("name", "image", "argv", "model_path"):
+        if not spec.get(key):
+            raise ValueError("container spec needs %s" % key)
+    args = ["docker", "run", "--detach", "--name", spec["name"], "--restart", "unless-stopped",
+            "--network", "host", "--ipc", "host", "--shm-size", str(spec.get("shm_size") or "64g")]
+    if spec.get("privileged"):
+        args.append("--privileged")
+    for name, value in sorted((spec.get("labels") or {}).items()):
+        args += ["--label", "%s=%s" % (name, value)]
+    for path in spec.get("env_files") or []:
+        args += ["--env-file", path]
+    accelerator = spec.get("accelerator")
+    count = int(spec.get("count") or 0)
+    if accelerator == "npu":
+        for index in range(count):
+            args += ["--device", "/dev/davinci%d" % index]
+        for device in ASCEND_CONTROL_DEVICES:
+            args += ["--device", device]
+        for mount in ASCEND_MOUNTS:
+            args += ["--volume", mount]
+    elif accelerator == "gpu":
+        args += ["--gpus", "all"]
+    for device in spec.get("devices") or []:
+        args += ["--device", device]
+    args += ["--volume", "%s:%s:ro" % (spec["model_path"], spec["model_path"])]
+    for volume in spec.get("volumes") or []:
+        args += ["--volume", volume]
+    args += ["--entrypoint", spec["argv"][0], spec["image"]] + [str(a) for a in spec["argv"][1:]]
+    return args
+
+
+def _properties(text):
+    props = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            props[key.strip()] = value.strip()
+    return props
+
+
+def _binding(result):
+    if not result or not isinstance(result, dict):
+        return None
+    if result.get("skipped"):
+        return {"applied": False, "reason": result.get("skip_reason", "skipped")}
+    return {"applied": not result.get("failed", False), "changed": bool(result.get("changed")),
+            "processes": len(result.get("processes") or result.get("after") or [])}
+
+
+def status(nodes, plan_result, settings):
+    """One document: the endpoint (models, a timed completion, the key check) and every node's engine."""
+    probe = settings.get("probe") or {}
+    endpoint = {
+        "url": settings.get("url"),
+        "model": settings.get("model"),
+        "model_path": settings.get("model_path"),
+        "ready": bool(probe.get("ready")),
+        "models": probe.get("models") or [],
+        "version": probe.get("version"),
+        "completion": probe.get("completion"),
+        "chat": probe.get("chat"),
+        "auth_enforced": probe.get("auth_enforced"),
+    }
+    if probe and not probe.get("ready"):
+        endpoint["failed_step"] = probe.get("failed_step")
+        endpoint["error"] = probe.get("msg")
+    if not probe:
+        endpoint["error"] = "not probed (check mode or the probe did not run)"
+    doc_nodes = []
+    for node in nodes:
+        entry = plan_result.get("nodes", {}).get(node["host"], {})
+        props = _properties(node.get("state"))
+        engine = None
+        if node["host"] in plan_result.get("engine_hosts", []):
+            pid = props.get("MainPID")
+            engine = {"state": props.get("ActiveState") or "absent", "sub_state": props.get("SubState"),
+                      "pid": int(pid) if pid and pid.isdigit() and int(pid) > 0 else None,
+                      "restarts": int(props["NRestarts"]) if props.get("NRestarts", "").isdigit() else None,
+                      "started": props.get("ExecMainStartTimestamp") or None}
+        doc_nodes.append({"host": node["host"], "address": node.get("address"),
+                          "accelerator": node.get("accelerator"), "devices": node.get("count", 0),
+                          "role": entry.get("role", "none"), "engine": engine,
+                          "argv": entry.get("argv") or [],
+                          "binding": _binding(node.get("binding")) if settings.get("affinity") else
+                          {"applied": False, "reason": "not planned for this topology or accelerator"}})
+    return {"backend": plan_result.get("backend"), "topology": plan_result.get("topology"),
+            "runtime": settings.get("runtime"), "tensor_parallel_size": plan_result.get("tp"),
+            "pipeline_parallel_size": plan_result.get("pp"), "data_parallel_size": plan_result.get("dp"),
+            "endpoint": endpoint, "nodes": doc_nodes}
+
+
+def status_table(doc):
+    """Lines for the play output: the endpoint, then one row per node."""
+    endpoint = doc.get("endpoint", {})
+    completion = endpoint.get("completion") or {}
+    state = "ready" if endpoint.get("ready") else "NOT READY (%s)" % endpoint.get("error", "")
+    lines = ["endpoint %s model %s: %s" % (endpoint.get("url"), endpoint.get("model"), state),
+             "%s, %s, runtime %s, TP %s x PP %s x DP %s" % (
+                 doc.get("backend"), doc.get("topology"), doc.get("runtime"), doc.get("tensor_parallel_size"),
+                 doc.get("pipeline_parallel_size"), doc.get("data_parallel_size"))]
+    if completion:
+        lines.append("completion: %s tokens in %.3f s, finish_reason %s; API key enforced: %s" % (
+            completion.get("completion_tokens"), float(completion.get("seconds") or 0), completion.get("finish_reason"),
+            endpoint.get("auth_enforced")))
+    lines.append("%-16s %-15s %-10s %-9s %-10s %-8s %s" % ("node", "address", "devices", "role", "engine", "pid", "binding"))
+    for node in doc.get("nodes", []):
+        engine = node.get("engine") or {}
+        binding = node.get("binding") or {}
+        lines.append("%-16s %-15s %-10s %-9s %-10s %-8s %s" % (
+            node["host"], node.get("address") or "-", "%s x%s" % (node.get("accelerator"), node.get("devices")),
+            node.get("role"), engine.get("state", "-") if engine else "-", engine.get("pid") or "-" if engine else "-",
+            "applied" if binding.get("applied") else binding.get("reason", "-")))
+    return lines
+
+
+def cluster_status(ray, serve, accelerators, generated=None):
+    """status.yml's one document: per node accelerators and health, Ray membership,
+    the engine and its binding; the endpoint with its models and a timed completion.
+
+    ``ray`` and ``serve`` are the ray_cluster and serve status documents (or
+    empty); ``accelerators`` maps host -> accelerator_facts' ``accelerators``.
+    """
+    ray = ray or {}
+    serve = serve or {}
+    ray_nodes = {n.get("host"): n for n in ray.get("nodes") or []}
+    serve_nodes = {n.get("host"): n for n in serve.get("nodes") or []}
+    hosts = list(accelerators or {})
+    for host in list(ray_nodes) + list(serve_nodes):
+        if host not in hosts:
+            hosts.append(host)
+    nodes = []
+    for host in hosts:
+        accel = (accelerators or {}).get(host) or {}
+        devices = accel.get("devices") or []
+        unhealthy = ["%s:%s" % (d.get("index"), d.get("health")) for d in devices if d.get("health") not in (None, "OK")]
+        rnode = ray_nodes.get(host) or {}
+        snode = serve_nodes.get(host) or {}
+        nodes.append({
+            "host": host,
+            "accelerator": {"type": accel.get("type"), "count": accel.get("count", len(devices)),
+                            "healthy": not unhealthy, "unhealthy": unhealthy},
+            "ray": {"role": rnode.get("role"), "unit_state": rnode.get("unit_state"),
+                    "in_cluster": rnode.get("in_cluster"), "resources": rnode.get("resources")} if rnode else None,
+            "engine": snode.get("engine"),
+            "engine_role": snode.get("role"),
+            "binding": snode.get("binding"),
+        })
+    endpoint = serve.get("endpoint") or {}
+    healthy = (all(n["accelerator"]["healthy"] for n in nodes) and bool(ray.get("complete"))
+               and bool(endpoint.get("ready")))
+    return {"generated": generated, "healthy": healthy, "nodes": nodes,
+            "ray": {"address": ray.get("address"), "alive": ray.get("alive"), "expected_nodes": ray.get("expected_nodes"),
+                    "complete": ray.get("complete"), "resources": ray.get("resources")},
+            "serve": {key: serve.get(key) for key in ("backend", "topology", "runtime", "tensor_parallel_size",
+                                                      "pipeline_parallel_size", "data_parallel_size")},
+            "endpoint": endpoint}
+
+
+def cluster_status_table(doc):
+    """Lines: one row per node, then the endpoint."""
+    rows = [("HOST", "ACCELERATORS", "HEALTH", "RAY", "ENGINE", "PID", "BINDING")]
+    for node in doc.get("nodes") or []:
+        accel = node.get("accelerator") or {}
+        ray = node.get("ray") or {}
+        engine = node.get("engine") or {}
+        binding = node.get("binding") or {}
+        rows.append((node["host"], "%s x%s" % (accel.get("type") or "-", accel.get("count") or 0),
+                     "ok" if accel.get("healthy") else ",".join(accel.get("unhealthy") or []) or "-",
+                     ("%s %s" % (ray.get("role") or "-", "joined" if ray.get("in_cluster") else "missing")) if ray else "-",
+                     ("%s (%s)" % (engine.get("state"), node.get("engine_role"))) if engine else "-",
+                     str(engine.get("pid") or "-"),
+                     "applied" if binding.get("applied") else "-"))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(str(cell).ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    endpoint = doc.get("endpoint") or {}
+    completion = endpoint.get("completion") or {}
+    lines.append("endpoint %s: %s; models %s; completion %s tokens in %s s; API key enforced: %s" % (
+        endpoint.get("url"), "ready" if endpoint.get("ready") else "NOT READY",
+        ",".join(endpoint.get("models") or []) or "-", completion.get("completion_tokens", "-"),
+        completion.get("seconds", "-"), endpoint.get("auth_enforced")))
+    lines.append("cluster: %s" % ("healthy" if doc.get("healthy") else "NOT healthy"))
+    return lines

@@ -1,0 +1,334 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""serve_probe against a fake vLLM (ThreadingHTTPServer on 127.0.0.1) with switches for each failure."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from ansible_collections.aihost.llm_cluster.plugins.modules import serve_probe
+
+from utils import run_module
+
+KEY = "sk-test-0123456789abcdef"
+MODEL = "DeepSeek-R1"
+
+
+class FakeVllm:
+    """State and switches of the fake engine; ``requests`` records (method, path, authorization, body)."""
+
+    def __init__(self):
+        self.require_key = True
+        self.open_auth = False          # serve /v1 without the key (the auth check must fail)
+        self.health_unready = 0         # answer 503 to the first N /health polls
+        self.health_never = False       # never answer 200 on /health
+        self.models = [MODEL]
+        self.version = "0.11.0"
+        self.completion_status = 200
+        self.completion_tokens = 8
+        self.completion_delay = 0.0
+        self.chat_status = 200
+        self.echo_auth_in_error = False  # put the Authorization header in error bodies (must be masked)
+        self.health_polls = 0
+        self.requests = []
+        self.lock = threading.Lock()
+
+
+def make_handler(state):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format, *args):  # pylint: disable=redefined-builtin
+            pass
+
+        def reply(self, status, payload):
+            body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def authorized(self):
+            if state.open_auth or not state.require_key:
+                return True
+            return self.headers.get("Authorization") == "Bearer " + KEY
+
+        def deny(self):
+            self.reply(401, {"error": "Unauthorized"})
+
+        def do_GET(self):
+            with state.lock:
+                state.requests.append(("GET", self.path, self.headers.get("Authorization"), None))
+            if self.path == "/health":
+                with state.lock:
+                    state.health_polls += 1
+                    polls = state.health_polls
+                if state.health_never or polls <= state.health_unready:
+                    self.reply(503, b"")
+                else:
+                    self.reply(200, b"")
+            elif self.path == "/version":
+                if state.version is None:
+                    self.reply(404, {"detail": "Not Found"})
+                else:
+                    self.reply(200, {"version": state.version})
+            elif self.path == "/v1/models":
+                if not self.authorized():
+                    self.deny()
+                    return
+                self.reply(200, {"object": "list", "data": [
+                    {"id": name, "object": "model", "owned_by": "vllm", "max_model_len": 4096} for name in state.models]})
+            else:
+                self.reply(404, {"detail": "Not Found"})
+
+        def do_POST(self):
+            payload = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            with state.lock:
+                state.requests.append(("POST", self.path, self.headers.get("Authorization"), payload))
+            if self.path not in ("/v1/completions", "/v1/chat/completions"):
+                self.reply(404, {"detail": "Not Found"})
+                return
+            if not self.authorized():
+                self.deny()
+                return
+            if state.completion_delay:
+                time.sleep(state.completion_delay)
+            status = state.chat_status if self.path == "/v1/chat/completions" else state.completion_status
+            if status != 200:
+                detail = "EngineCore died"
+                if state.echo_auth_in_error:
+                    detail += " (request had %s)" % self.headers.get("Authorization")
+                self.reply(status, {"object": "error", "message": detail + " " + "x" * 400})
+                return
+            tokens = state.completion_tokens
+            if self.path == "/v1/completions":
+                choice = {"index": 0, "text": " world" * tokens, "finish_reason": "length" if tokens else "stop"}
+            else:
+                choice = {"index": 0, "message": {"role": "assistant", "content": "Hi" * tokens},
+                          "finish_reason": "length" if tokens else "stop"}
+            self.reply(200, {"id": "cmpl-1", "model": payload.get("model"), "choices": [choice],
+                             "usage": {"prompt_tokens": 2 if self.path == "/v1/completions" else 9,
+                                       "completion_tokens": tokens, "total_tokens": tokens + 2}})
+
+    return Handler
+
+
+@pytest.fixture
+def fake():
+    state = FakeVllm()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(state))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    state.url = "http://127.0.0.1:%d" % server.server_address[1]
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def probe(url, **args):
+    args = dict({"url": url, "api_key": KEY, "model": MODEL, "interval": 0.02, "request_timeout": 5}, **args)
+    return run_module(serve_probe.main, args)
+
+
+def assert_no_key(result):
+    assert KEY not in json.dumps(result)
+
+
+def test_ready_endpoint_reports_every_step(fake):
+    result = probe(fake.url, chat=True)
+    assert not result.get("failed"), result
+    assert result["ready"] is True and result["changed"] is False
+    assert result["models"] == [MODEL]
+    assert result["version"] == "0.11.0"
+    assert result["auth_enforced"] is True
+    assert 0 <= result["health_seconds"] < 1
+    completion = result["completion"]
+    assert completion["status"] == 200 and completion["prompt_tokens"] == 2 and completion["completion_tokens"] == 8
+    assert completion["finish_reason"] == "length" and completion["seconds"] >= 0
+    assert result["chat"] == dict(result["chat"], status=200, prompt_tokens=9, completion_tokens=8, finish_reason="length")
+    assert "failed_step" not in result
+    assert_no_key(result)
+
+
+def test_requests_carry_the_key_and_the_documented_payloads(fake):
+    probe(fake.url, chat=True, prompt="Ping", max_tokens=3)
+    posts = {path: (auth, body) for method, path, auth, body in fake.requests if method == "POST"}
+    assert posts["/v1/completions"] == ("Bearer " + KEY, {"model": MODEL, "prompt": "Ping", "max_tokens": 3,
+                                                          "temperature": 0, "ignore_eos": True})
+    assert posts["/v1/chat/completions"] == ("Bearer " + KEY, {
+        "model": MODEL, "messages": [{"role": "user", "content": "Ping"}], "max_tokens": 3, "temperature": 0,
+        "ignore_eos": True})
+    models = [auth for method, path, auth, body in fake.requests if path == "/v1/models"]
+    assert models == ["Bearer " + KEY, None]  # with the key, then the auth check without it
+
+
+def test_openai_base_url_with_v1_and_slash_is_accepted(fake):
+    result = probe(fake.url + "/v1/")
+    assert result["ready"] is True, result
+    assert result["chat"] is None
+
+
+def test_check_mode_runs_the_same_probe(fake):
+    args = {"url": fake.url, "api_key": KEY, "model": MODEL, "interval": 0.02, "request_timeout": 5}
+    result = run_module(serve_probe.main, args, check_mode=True)
+    assert result["ready"] is True and result["changed"] is False
+    assert any(path == "/v1/completions" for method, path, auth, body in fake.requests)
+
+
+def test_health_not_ready_for_the_first_polls_is_waited_for(fake):
+    fake.health_unready = 3
+    result = probe(fake.url, wait_timeout=10, interval=0.05)
+    assert result["ready"] is True, result
+    assert fake.health_polls == 4
+    assert result["health_seconds"] >= 0.1
+
+
+def test_health_not_ready_without_wait_fails_at_once(fake):
+    fake.health_unready = 3
+    result = probe(fake.url)
+    assert result["failed"] and result["failed_step"] == "health"
+    assert fake.health_polls == 1
+    assert fake.url in result["msg"] and "health" in result["msg"] and "HTTP 503" in result["msg"]
+    assert result["ready"] is False and result["health_seconds"] is None and result["completion"] is None
+
+
+def test_health_never_ready_times_out(fake):
+    fake.health_never = True
+    started = time.time()
+    result = probe(fake.url, wait_timeout=1, interval=0.1)
+    assert 1 <= time.time() - started < 4
+    assert result["failed"] and result["failed_step"] == "health"
+    assert "not healthy after 1s" in result["msg"] and "HTTP 503" in result["msg"], result["msg"]
+    assert fake.health_polls >= 5
+    assert not any(path.startswith("/v1") for method, path, auth, body in fake.requests)
+
+
+def test_model_missing_lists_the_served_ids(fake):
+    fake.models = ["Qwen3-8B", "lora-a"]
+    result = probe(fake.url)
+    assert result["failed"] and result["failed_step"] == "models"
+    assert result["models"] == ["Qwen3-8B", "lora-a"]
+    assert '"DeepSeek-R1" is not served' in result["msg"] and '"Qwen3-8B", "lora-a"' in result["msg"], result["msg"]
+    assert result["health_seconds"] is not None and result["completion"] is None
+    assert_no_key(result)
+
+
+def test_wrong_key_fails_the_models_step_with_the_status(fake):
+    result = probe(fake.url, api_key="sk-wrong-key-value")
+    assert result["failed"] and result["failed_step"] == "models"
+    assert "GET /v1/models answered HTTP 401" in result["msg"] and "Unauthorized" in result["msg"]
+    assert "sk-wrong-key-value" not in json.dumps(result)
+
+
+def test_completion_error_quotes_the_status_and_300_chars_without_the_key(fake):
+    fake.completion_status = 500
+    fake.echo_auth_in_error = True
+    result = probe(fake.url, chat=True)
+    assert result["failed"] and result["failed_step"] == "completion"
+    msg = result["msg"]
+    assert msg.startswith(fake.url + ": completion step failed: POST /v1/completions answered HTTP 500: "), msg
+    body = msg.split("answered HTTP 500: ", 1)[1]
+    assert len(body) == 300 and "EngineCore died" in body and "********" in body
+    assert result["completion"]["status"] == 500 and result["completion"]["completion_tokens"] is None
+    assert result["models"] == [MODEL] and result["version"] == "0.11.0" and result["chat"] is None
+    assert result["ready"] is False and result["auth_enforced"] is None
+    assert_no_key(result)
+
+
+def test_zero_completion_tokens_fails(fake):
+    fake.completion_tokens = 0
+    result = probe(fake.url)
+    assert result["failed"] and result["failed_step"] == "completion"
+    assert "completion_tokens 0, expected 1 or more" in result["msg"], result["msg"]
+    assert result["completion"]["status"] == 200 and result["completion"]["completion_tokens"] == 0
+
+
+def test_chat_failure_keeps_the_completion(fake):
+    fake.chat_status = 400
+    result = probe(fake.url, chat=True)
+    assert result["failed"] and result["failed_step"] == "chat"
+    assert "POST /v1/chat/completions answered HTTP 400" in result["msg"], result["msg"]
+    assert result["completion"]["completion_tokens"] == 8 and result["chat"]["status"] == 400
+    assert result["auth_enforced"] is None
+
+
+def test_slow_completion_past_request_timeout_fails_with_the_error(fake):
+    fake.completion_delay = 1.5
+    result = probe(fake.url, request_timeout=1)
+    assert result["failed"] and result["failed_step"] == "completion"
+    assert "POST /v1/completions got no answer" in result["msg"] and "timed out" in result["msg"], result["msg"]
+    assert result["completion"]["status"] is None and result["completion"]["seconds"] >= 0.9
+
+
+def test_endpoint_serving_without_the_key_fails_the_auth_step(fake):
+    fake.open_auth = True
+    result = probe(fake.url, chat=True)
+    assert result["failed"] and result["failed_step"] == "auth"
+    assert "serves without the key" in result["msg"] and "HTTP 200" in result["msg"], result["msg"]
+    assert result["auth_enforced"] is False
+    assert result["completion"]["completion_tokens"] == 8 and result["chat"]["completion_tokens"] == 8
+    assert_no_key(result)
+
+
+def test_auth_check_can_be_turned_off(fake):
+    fake.open_auth = True
+    result = probe(fake.url, check_auth=False)
+    assert result["ready"] is True and result["auth_enforced"] is None
+
+
+def test_without_key_nothing_is_sent_and_auth_is_not_checked(fake):
+    fake.require_key = False
+    result = probe(fake.url, api_key=None)
+    assert result["ready"] is True and result["auth_enforced"] is None
+    assert all(auth is None for method, path, auth, body in fake.requests)
+    assert [path for method, path, auth, body in fake.requests].count("/v1/models") == 1
+
+
+def test_missing_version_is_null(fake):
+    fake.version = None
+    result = probe(fake.url)
+    assert result["ready"] is True and result["version"] is None
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_connection_refused_fails_the_health_step():
+    url = "http://127.0.0.1:%d" % free_port()
+    result = probe(url)
+    assert result["failed"] and result["failed_step"] == "health"
+    assert url in result["msg"] and "no answer" in result["msg"] and "refused" in result["msg"].lower(), result["msg"]
+    assert_no_key(result)
+
+
+def test_connection_refused_is_retried_until_wait_timeout():
+    url = "http://127.0.0.1:%d" % free_port()
+    started = time.time()
+    result = probe(url, wait_timeout=1, interval=0.1)
+    assert time.time() - started >= 1
+    assert result["failed_step"] == "health" and "not healthy after 1s" in result["msg"] and "refused" in result["msg"].lower()
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"url": "10.0.0.1:8000"}, "url must be"),
+    ({"max_tokens": 0}, "max_tokens must be 1 or more"),
+    ({"wait_timeout": -1}, "wait_timeout must be 0 or more"),
+    ({"interval": 0}, "interval must be above 0"),
+])
+def test_invalid_arguments_fail_before_any_request(args, message):
+    args = dict(args)
+    result = probe(args.pop("url", "http://127.0.0.1:1"), **args)
+    assert result["failed"] and message in result["msg"] and "failed_step" not in result

@@ -1,0 +1,231 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The serving plan: backends, topologies, and the data-parallel launch lines llm_solution uses."""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+import jinja2
+import pytest
+
+from ansible_collections.aihost.llm_cluster.plugins.filter import serve as serve_filter
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _serve
+
+ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "serve")
+MASTER = "192.168.10.11"
+
+# What llm_solution (script/mindspore-deepseek, deepseek/deepseek-worker plays) starts for its
+# DeepSeek DP layout on Atlas 800I A2 nodes (8 NPUs each): TP 4, two DP ranks per node, the same
+# DP size/address/RPC port everywhere, start rank 2 per node, --headless on all but the master,
+# expert parallel, and its engine flags (underscores as it writes them).
+LLM_SOLUTION_COMMON = ("--tensor-parallel-size 4 --enable-expert-parallel --max-num-seqs 512 --max_model_len 32768 "
+                       "--max-num-batched-tokens 4096 --block-size 128 --gpu-memory-utilization 0.93")
+
+
+def llm_solution_line(nodes, rank):
+    line = "vllm-mindspore serve /path/to/model %s --data-parallel-size %d --data-parallel-size-local 2 " \
+           "--data-parallel-start-rank %d --data-parallel-address %s --data-parallel-rpc-port 12570" % (
+               LLM_SOLUTION_COMMON, 2 * nodes, 2 * rank, MASTER)
+    return line + (" --headless" if rank else "")
+
+
+def flags(argv):
+    """argv -> (command words, {flag: value or True}) with llm_solution's underscores normalised."""
+    words, parsed, i = [], {}, 0
+    while i < len(argv):
+        word = argv[i]
+        if word.startswith("--"):
+            name = "--" + word[2:].replace("_", "-")
+            if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                parsed[name] = argv[i + 1]
+                i += 2
+                continue
+            parsed[name] = True
+        else:
+            words.append(word)
+        i += 1
+    return words, parsed
+
+
+def a2_nodes(count):
+    names = ["master1"] + ["worker%d" % i for i in range(1, count)]
+    return [{"host": name, "address": "192.168.10.%d" % (11 + i), "accelerator": "npu", "count": 8}
+            for i, name in enumerate(names)]
+
+
+def ascend_settings(**extra):
+    settings = {"backend": "auto", "backend_type": "MindFormers", "topology": "auto", "model_path": "/path/to/model",
+                "model_name": "model", "port": 8000, "dp_port": 12570, "enable_expert_parallel": True,
+                "trust_remote_code": True, "executable": ["vllm-mindspore", "serve"],
+                "flags": {"max_num_seqs": 512, "max_model_len": 32768, "max_num_batched_tokens": 4096,
+                          "block_size": 128, "gpu_memory_utilization": 0.93}}
+    settings.update(extra)
+    return settings
+
+
+@pytest.mark.parametrize("count", [2, 4])
+def test_data_parallel_lines_equal_llm_solution(count):
+    plan = _serve.plan(a2_nodes(count), ascend_settings())
+    assert (plan["backend"], plan["topology"], plan["errors"]) == ("vllm_mindspore", "dp", [])
+    assert plan["engine_hosts"] == [n["host"] for n in a2_nodes(count)]
+    for rank, node in enumerate(a2_nodes(count)):
+        ours_words, ours = flags(plan["nodes"][node["host"]]["argv"])
+        theirs_words, theirs = flags(shlex.split(llm_solution_line(count, rank)))
+        assert ours_words == theirs_words
+        # Every flag llm_solution passes, with its value; ours adds only the name, the listen address and
+        # --trust-remote-code (which llm_solution passes on its single-node line).
+        assert {k: ours.get(k) for k in theirs} == theirs
+        assert set(ours) - set(theirs) == {"--served-model-name", "--host", "--port", "--trust-remote-code"}
+        assert plan["nodes"][node["host"]]["role"] == ("headless" if rank else "api")
+
+
+@pytest.mark.parametrize("count", [2, 4])
+def test_data_parallel_units_render_the_same_lines(count):
+    plan = _serve.plan(a2_nodes(count), ascend_settings())
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROLE, "templates")), keep_trailing_newline=True)
+    env.filters["comment"] = lambda text: "# " + text
+    env.filters["aihost.llm_cluster.serve_unit_args"] = serve_filter.serve_unit_args
+    for rank, node in enumerate(a2_nodes(count)):
+        unit = env.get_template("engine.service.j2").render(
+            ansible_managed="managed", inventory_hostname=node["host"], __serve_plan=plan, __serve_environment={"A": "1"},
+            serve_env_file="/etc/llm_cluster/env", serve_engine_env_file="/etc/llm_cluster/engine.env",
+            serve_state_dir="/var/lib/llm_cluster/engine")
+        lines = unit.split("ExecStart=", 1)[1].split("\n")
+        # The command continues while a line ends with a backslash.
+        end = next(i for i, line in enumerate(lines) if not line.endswith("\\"))
+        exec_start = " ".join(line.rstrip("\\") for line in lines[:end + 1])
+        assert flags(shlex.split(exec_start)) == flags(plan["nodes"][node["host"]]["argv"])
+        theirs = flags(shlex.split(llm_solution_line(count, rank)))[1]
+        ours = flags(shlex.split(exec_start))[1]
+        assert {k: ours.get(k) for k in theirs} == theirs
+
+
+def test_data_parallel_ranks_follow_each_nodes_devices():
+    nodes = a2_nodes(3)
+    nodes[1]["count"] = 4
+    plan = _serve.plan(nodes, ascend_settings())
+    assert [(plan["nodes"][n["host"]]["dp_local"], plan["nodes"][n["host"]]["dp_start_rank"]) for n in nodes] == \
+        [(2, 0), (1, 2), (2, 3)]
+    assert plan["dp"] == 5
+    assert all("--data-parallel-size" in a and a[a.index("--data-parallel-size") + 1] == "5"
+               for a in (plan["nodes"][n["host"]]["argv"] for n in nodes))
+
+
+def test_data_parallel_size_that_the_nodes_cannot_hold_is_an_error():
+    plan = _serve.plan(a2_nodes(2), ascend_settings(data_parallel_size=8))
+    assert plan["errors"] == ["serve_data_parallel_size 8 differs from the ranks the nodes hold (2 + 2 = 4); leave it 0 to compute it"]
+    assert plan["nodes"] == {}
+    plan = _serve.plan(a2_nodes(2), ascend_settings(tensor_parallel_size=16))
+    assert plan["errors"][0].startswith("master1: 8 devices cannot hold one data-parallel rank")
+
+
+def test_ray_topology_defaults_to_a_node_per_pipeline_stage():
+    plan = _serve.plan(a2_nodes(2), {"backend": "auto", "topology": "auto", "model_path": "/m", "model_name": "m"})
+    assert (plan["backend"], plan["topology"], plan["tp"], plan["pp"]) == ("vllm_ascend", "ray", 8, 2)
+    assert plan["engine_hosts"] == ["master1"] and plan["install_hosts"] == ["master1", "worker1"]
+    parsed = flags(plan["nodes"]["master1"]["argv"])[1]
+    assert parsed["--distributed-executor-backend"] == "ray"
+    assert (parsed["--tensor-parallel-size"], parsed["--pipeline-parallel-size"]) == ("8", "2")
+    assert plan["nodes"]["worker1"] == {"role": "ray-worker", "argv": []}
+
+
+def test_ray_topology_larger_than_the_cluster_is_an_error():
+    plan = _serve.plan(a2_nodes(2), {"topology": "ray", "tensor_parallel_size": 16, "pipeline_parallel_size": 2,
+                                     "model_path": "/m", "model_name": "m"})
+    assert plan["errors"] == ["serve_tensor_parallel_size 16 x serve_pipeline_parallel_size 2 needs 32 devices; "
+                              "the Ray cluster has 16 (master1 8, worker1 8)"]
+
+
+def cpu_nodes(count):
+    return [{"host": "n%d" % i, "address": "10.0.0.%d" % (i + 1), "accelerator": "cpu", "count": 0} for i in range(count)]
+
+
+def test_cpu_nodes_refuse_ray_unless_a_plugin_is_declared():
+    plan = _serve.plan(cpu_nodes(2), {"topology": "auto", "model_path": "/m", "model_name": "m"})
+    assert plan["backend"] == "vllm" and plan["topology"] == "ray"
+    assert "vllm-project/vllm#21602" in plan["errors"][0] and plan["errors"][0].startswith("n0: ")
+    plan = _serve.plan(cpu_nodes(2), {"topology": "ray", "tensor_parallel_size": 2, "allow_cpu_ray": True,
+                                      "model_path": "/m", "model_name": "m"})
+    assert plan["errors"] == [] and plan["tp"] == 2
+
+
+def test_single_node_serves_on_the_head_only():
+    plan = _serve.plan(cpu_nodes(2), {"topology": "single", "model_path": "/srv/m", "model_name": "tiny",
+                                      "extra_args": ["--kv-cache-memory-bytes", 33554432], "enforce_eager": True,
+                                      "flags": {"max_model_len": 256, "block_size": ""}})
+    assert plan["engine_hosts"] == ["n0"] and plan["install_hosts"] == ["n0"]
+    assert plan["nodes"]["n0"]["argv"] == ["vllm", "serve", "/srv/m", "--served-model-name", "tiny", "--host", "0.0.0.0",
+                                           "--port", "8000", "--tensor-parallel-size", "1", "--max-model-len", "256",
+                                           "--enforce-eager", "--kv-cache-memory-bytes", "33554432"]
+
+
+def test_single_node_with_more_parallelism_than_devices_is_an_error():
+    plan = _serve.plan(a2_nodes(1), {"backend": "vllm_ascend", "tensor_parallel_size": 16, "model_path": "/m",
+                                     "model_name": "m"})
+    assert plan["errors"][0].startswith("master1: serve_tensor_parallel_size 16 x serve_pipeline_parallel_size 1 needs 16")
+
+
+@pytest.mark.parametrize("requested, backend_type, accelerator, expected", [
+    ("auto", "MindFormers", "npu", "vllm_mindspore"),
+    ("auto", "", "npu", "vllm_ascend"),
+    ("auto", "Native", "gpu", "vllm"),
+    ("auto", "", "cpu", "vllm"),
+    ("vllm_ascend", "MindFormers", "npu", "vllm_ascend"),
+])
+def test_backend_resolution(requested, backend_type, accelerator, expected):
+    assert _serve.resolve_backend(requested, backend_type, accelerator) == expected
+
+
+def test_unknown_backend_or_topology_names_the_variable():
+    with pytest.raises(ValueError, match="serve_backend must be auto or one of vllm, vllm_ascend, vllm_mindspore, got 'sglang'"):
+        _serve.resolve_backend("sglang", "", "cpu")
+    with pytest.raises(ValueError, match="serve_topology"):
+        _serve.resolve_topology("mesh", "vllm", 2)
+
+
+def test_unit_args_quote_what_systemd_would_split_or_expand():
+    text = serve_filter.serve_unit_args(["/v/bin/vllm", "serve", "/m", "--x", '{"a": 1}', "50%", "$HOME"])
+    assert text.split(" \\\n    ") == ["/v/bin/vllm", "serve", "/m", "--x", "'{\"a\": 1}'", "50%%", "$$HOME"]
+
+
+def test_container_line_for_an_atlas_node():
+    args = _serve.container_args({"name": "openeuler_ds", "image": "hub/mindspore:20250717", "argv": ["vllm-mindspore", "serve", "/m"],
+                                  "env_files": ["/etc/llm_cluster/env"], "shm_size": "500g", "accelerator": "npu", "count": 8,
+                                  "model_path": "/m", "labels": {"org.aihost.llm_cluster.spec": "abc"}})
+    assert args[:2] == ["docker", "run"] and "--privileged" not in args
+    devices = [args[i + 1] for i, a in enumerate(args) if a == "--device"]
+    assert devices == ["/dev/davinci%d" % i for i in range(8)] + ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
+    assert ["--network", "host"] == args[args.index("--network"):args.index("--network") + 2]
+    assert "/m:/m:ro" in args and "/usr/local/bin/npu-smi:/usr/local/bin/npu-smi:ro" in args
+    assert args[-5:] == ["--entrypoint", "vllm-mindspore", "hub/mindspore:20250717", "serve", "/m"]
+    assert "org.aihost.llm_cluster.spec=abc" in args
+
+
+def test_container_line_for_gpus_and_privileged_on_request():
+    args = _serve.container_args({"name": "e", "image": "vllm/vllm-openai:v0.33.0", "argv": ["vllm", "serve", "/m"],
+                                  "accelerator": "gpu", "count": 8, "model_path": "/m", "privileged": True})
+    assert "--gpus" in args and args[args.index("--gpus") + 1] == "all" and "--privileged" in args
+    with pytest.raises(ValueError, match="container spec needs image"):
+        _serve.container_args({"name": "e", "argv": ["vllm"], "model_path": "/m"})
+
+
+def test_status_document_and_table():
+    plan = _serve.plan(cpu_nodes(2), {"topology": "single", "model_path": "/m", "model_name": "tiny"})
+    probe = {"ready": True, "models": ["tiny"], "completion": {"completion_tokens": 8, "finish_reason": "length", "seconds": 0.2},
+             "auth_enforced": True}
+    doc = _serve.status([{"host": "n0", "address": "10.0.0.1", "accelerator": "cpu", "count": 0,
+                          "state": "ActiveState=active\nSubState=running\nMainPID=42\nNRestarts=0\nExecMainStartTimestamp=x"},
+                         {"host": "n1", "address": "10.0.0.2", "accelerator": "cpu", "count": 0, "state": ""}],
+                        plan, {"url": "http://10.0.0.1:8000", "model": "tiny", "probe": probe, "runtime": "host"})
+    assert doc["nodes"][0]["engine"] == {"state": "active", "sub_state": "running", "pid": 42, "restarts": 0, "started": "x"}
+    assert doc["nodes"][1]["engine"] is None and doc["endpoint"]["ready"] is True
+    lines = _serve.status_table(doc)
+    assert lines[0] == "endpoint http://10.0.0.1:8000 model tiny: ready"
+    summary = _serve.cluster_status({"complete": True, "nodes": [{"host": "n0", "in_cluster": True, "role": "head"}]}, doc,
+                                    {"n0": {"type": "none", "count": 0, "devices": []}, "n1": {"type": "none", "devices": []}})
+    assert summary["healthy"] is True and [n["host"] for n in summary["nodes"]] == ["n0", "n1"]
+    assert _serve.cluster_status_table(summary)[-1] == "cluster: healthy"
+    down = _serve.cluster_status({}, {}, {"n0": {"type": "npu", "count": 1, "devices": [{"index": 0, "health": "Alarm"}]}})
+    assert down["healthy"] is False and down["nodes"][0]["accelerator"]["unhealthy"] == ["0:Alarm"]
