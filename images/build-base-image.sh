@@ -15,7 +15,9 @@ MIRROR="${MIRROR:-http://deb.debian.org/debian}"
 WORKDIR="${WORKDIR:-/var/tmp/aihost-llm-cluster-image}"
 CACHE_DIR="${CACHE_DIR:-$WORKDIR/debs}"
 ROOTFS="$WORKDIR/rootfs"
-PKGS="python3,python3-apt,python3-venv,python3-pip,sudo,iproute2,procps,rsync,openssh-client,openssh-server,ca-certificates,systemd,systemd-sysv,dbus,iputils-ping,less,nftables,kmod"
+# libnuma1, g++ and python3-dev: the CPU build of vLLM loads its kernels (vllm._C) against libnuma and
+# compiles small helper kernels (C++ against Python.h) with torch inductor at start, as on a real server.
+PKGS="python3,python3-apt,python3-venv,python3-pip,sudo,iproute2,procps,rsync,openssh-client,openssh-server,ca-certificates,systemd,systemd-sysv,dbus,iputils-ping,less,nftables,kmod,libnuma1,g++,python3-dev"
 
 RECIPE="$( (cat "$0"; echo "$SUITE $MIRROR") | sha256sum | cut -c1-16)"
 have="$(docker image inspect -f '{{ index .Config.Labels "aihost.llm_cluster.recipe" }}' "$IMAGE" 2>/dev/null || true)"

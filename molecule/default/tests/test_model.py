@@ -13,7 +13,7 @@ MODEL = "/srv/models/tiny"
 
 def test_model_is_on_every_node_as_on_the_head(host):
     manifest = json.loads(host.file(MODEL + "/.llm_cluster-manifest.json").content_string)
-    assert sorted(f["path"] for f in manifest["files"]) == ["config.json", "model.safetensors"]
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {f["path"] for f in manifest["files"]}
     for entry in manifest["files"]:
         assert host.check_output("sha256sum %s/%s" % (MODEL, entry["path"])).split()[0] == entry["sha256"]
         assert host.file("%s/%s" % (MODEL, entry["path"])).size == entry["size"]

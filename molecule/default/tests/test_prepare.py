@@ -67,9 +67,10 @@ def test_preflight_report_on_the_controller(host):
     assert checks["npu_driver"][0]["detail"] == "NPU driver 25.0.rc1.1 >= 24.1.0"
     assert checks["reachability"][0]["detail"] == "reaches 2 peer(s) on port 6379"
     assert checks["clock"][0]["detail"].startswith("clock offset to a peer up to")
-    # The report is the second run's: the head's Ray GCS (unit llm-cluster-ray-head) holds the Ray port there.
-    ray_port = "ray_port 6379 held by llm_cluster" if name == "master1" else "ray_port 6379 free"
-    assert [c["detail"] for c in checks["port_free"]] == [ray_port, "llm_port 8000 free", "dp_port 12570 free"]
+    # The report is the second run's: on the head, the Ray GCS (llm-cluster-ray-head) holds the Ray port and
+    # the engine (llm-cluster-engine) the API port.
+    held = "held by llm_cluster" if name == "master1" else "free"
+    assert [c["detail"] for c in checks["port_free"]] == ["ray_port 6379 " + held, "llm_port 8000 " + held, "dp_port 12570 free"]
     assert report["summary"]["cann"] == "8.3.RC2" and report["summary"]["firmware"] == "7.7.0.1.231"
 
 

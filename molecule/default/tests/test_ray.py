@@ -1,6 +1,6 @@
 # Copyright (c) 2026 aihost.llm_cluster contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""deploy.yml formed the Ray cluster: three nodes, 24 NPU, one enabled unit per node."""
+"""deploy.yml formed the Ray cluster: three nodes, one emulated NPU each (see molecule.yml), one enabled unit per node."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ print(json.dumps({"alive": len(alive), "npu": ray.cluster_resources().get("NPU",
 '''
 
 
-def test_node_joined_with_its_8_npu(host):
+def test_node_joined_with_its_npu(host):
     env = dict(line.split("=", 1) for line in host.file("/etc/llm_cluster/env").content_string.splitlines()
                if line and not line.startswith("#"))
     code = READ % (env["LLM_CLUSTER_HEAD_ADDRESS"], env["LLM_CLUSTER_NODE_ADDRESS"])
     out = host.run("/opt/llm_cluster/ray/bin/python - <<'EOF'\n%s\nEOF" % code)
     assert out.rc == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"alive": 3, "npu": 24.0, "mine": [8.0]}
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"alive": 3, "npu": 3.0, "mine": [1.0]}
 
 
 def test_unit_active_and_enabled(host):

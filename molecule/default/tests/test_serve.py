@@ -1,0 +1,209 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""deploy.yml's serve step: vLLM behind Ray (TP=2 across two containers, NPU emulation) answers
+the controller with the API key only; a re-run changes nothing and keeps the engine; status.yml and
+bench.yml report it.
+
+Never asserts on generated text (random weights): status codes, token counts, finish reasons.
+The last tests run playbooks, so the file runs in the order it is written (once, on master1).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import subprocess
+import urllib.error
+import urllib.request
+
+import pytest
+import testinfra
+
+testinfra_hosts = ["ansible://master1"]
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+ARTIFACTS = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "artifacts")
+KEY_FILE = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "credentials", "serve_api_key")
+NAMES = ["master1", "worker1", "worker2"]
+MODEL = "tiny"
+
+
+@pytest.fixture(scope="module")
+def nodes():
+    return {name: testinfra.get_host("ansible://%s?ansible_inventory=%s" % (name, INVENTORY)) for name in NAMES}
+
+
+@pytest.fixture(scope="module")
+def url(nodes):
+    address = nodes["master1"].check_output("ip -4 -o addr show dev eth0").split()[3].split("/")[0]
+    return "http://%s:8000" % address
+
+
+@pytest.fixture(scope="module")
+def key():
+    with open(KEY_FILE, encoding="utf-8") as handle:
+        return handle.read().strip()
+
+
+def request(url, path, body=None, key=None, timeout=120):
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = "Bearer " + key
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url + path, data=data, headers=headers, method="POST" if data else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, None
+
+
+def playbook(name, *extra):
+    result = subprocess.run(["ansible-playbook", "-i", INVENTORY, "aihost.llm_cluster." + name] + list(extra),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=1200,
+                            check=False)
+    changed = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", result.stdout, re.M)}
+    return result, changed
+
+
+def engine_pid(node):
+    return int(node.check_output("systemctl show --property=MainPID --value llm-cluster-engine.service"))
+
+
+def test_key_file_is_private(key):
+    assert len(key) >= 32
+    assert oct(os.stat(KEY_FILE).st_mode & 0o777) == "0o600"
+
+
+def test_completion_from_the_controller(url, key):
+    status, body = request(url, "/v1/completions", {"model": MODEL, "prompt": "The cluster", "max_tokens": 16,
+                                                    "temperature": 0, "ignore_eos": True}, key)
+    assert status == 200
+    assert body["usage"]["completion_tokens"] == 16
+    assert body["choices"][0]["finish_reason"] == "length"
+
+
+def test_chat_completion_uses_the_template(url, key):
+    status, body = request(url, "/v1/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "Hello!"}],
+                                                         "max_tokens": 8, "temperature": 0, "ignore_eos": True}, key)
+    assert status == 200
+    assert body["usage"]["completion_tokens"] == 8
+    assert body["choices"][0]["finish_reason"] == "length"
+
+
+def test_requests_without_the_key_are_refused(url, key):
+    assert request(url, "/v1/models")[0] == 401
+    assert request(url, "/v1/completions", {"model": MODEL, "prompt": "x", "max_tokens": 1})[0] == 401
+    assert request(url, "/v1/models", key=key[::-1])[0] == 401
+    status, body = request(url, "/v1/models", key=key)
+    assert status == 200 and [m["id"] for m in body["data"]] == [MODEL]
+
+
+def test_tensor_parallel_workers_run_on_two_nodes(nodes):
+    # vLLM's Ray workers (one per TP rank) are actors titled ray::RayWorkerProc; each node offers one NPU.
+    # The bracket keeps pgrep from matching the shell that runs it.
+    holders = {name: node.run("pgrep -f '[r]ay::RayWorkerProc'").stdout.split() for name, node in nodes.items()}
+    assert sorted(len(pids) for pids in holders.values()) == [0, 1, 1], holders
+
+
+def test_engine_runs_only_on_the_head(nodes):
+    assert nodes["master1"].service("llm-cluster-engine").is_running
+    assert nodes["master1"].service("llm-cluster-engine").is_enabled
+    for name in ("worker1", "worker2"):
+        assert not nodes[name].file("/etc/systemd/system/llm-cluster-engine.service").exists
+
+
+def test_engine_secret_environment_is_private(nodes, key):
+    env = nodes["master1"].file("/etc/llm_cluster/engine.env")
+    assert env.mode == 0o600 and env.user == "root"
+    unit = nodes["master1"].file("/etc/systemd/system/llm-cluster-engine.service").content_string
+    assert key not in unit
+    assert key not in nodes["master1"].check_output("ps -eo args")
+
+
+def test_report_names_the_endpoint_and_the_engine(nodes):
+    with open(os.path.join(ARTIFACTS, "serve.json"), encoding="utf-8") as handle:
+        doc = json.load(handle)
+    assert (doc["backend"], doc["topology"], doc["tensor_parallel_size"]) == ("vllm", "ray", 2)
+    assert doc["endpoint"]["ready"] and doc["endpoint"]["models"] == [MODEL]
+    assert doc["endpoint"]["auth_enforced"] is True
+    head = [n for n in doc["nodes"] if n["host"] == "master1"][0]
+    assert head["engine"]["state"] == "active" and head["engine"]["pid"] == engine_pid(nodes["master1"])
+
+
+def test_rerun_changes_nothing_and_keeps_the_engine(nodes):
+    before = engine_pid(nodes["master1"])
+    result, changed = playbook("deploy", "--tags", "serve")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert changed == {"master1": 0, "worker1": 0, "worker2": 0}, result.stdout[-3000:]
+    assert engine_pid(nodes["master1"]) == before
+
+
+def test_status_reports_every_part():
+    result, changed = playbook("status")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert set(changed.values()) == {0}
+    with open(os.path.join(ARTIFACTS, "status.json"), encoding="utf-8") as handle:
+        doc = json.load(handle)
+    assert [n["host"] for n in doc["nodes"]] == NAMES
+    assert all(n["accelerator"] == {"type": "npu", "count": 8, "healthy": True, "unhealthy": []} for n in doc["nodes"])
+    assert all(n["ray"]["in_cluster"] for n in doc["nodes"])
+    assert doc["endpoint"]["models"] == [MODEL] and doc["endpoint"]["completion"]["completion_tokens"] == 8
+    assert doc["healthy"] is True
+
+
+def test_bench_runs_against_the_endpoint():
+    for old in glob.glob(os.path.join(ARTIFACTS, "bench-*.json")):
+        os.remove(old)
+    result = playbook("bench", "-e", "serve_bench_num_prompts=8", "-e", "serve_bench_output_len=16")[0]
+    assert result.returncode == 0, result.stdout[-3000:]
+    (path,) = glob.glob(os.path.join(ARTIFACTS, "bench-*.json"))
+    with open(path, encoding="utf-8") as handle:
+        bench = json.load(handle)
+    assert bench["completed"] == 8
+    assert bench["total_output_tokens"] == 8 * 16
+    assert bench["mean_ttft_ms"] > 0 and bench["output_throughput"] > 0
+
+
+def test_a_plan_the_model_cannot_hold_fails_before_any_change(nodes):
+    before = engine_pid(nodes["master1"])
+    result, changed = playbook("deploy", "--tags", "serve", "-e", "serve_max_model_len=4096")
+    assert result.returncode != 0
+    assert "master1: serve_max_model_len 4096 exceeds the model's max_position_embeddings 2048" in result.stdout
+    assert set(changed.values()) == {0}
+    assert engine_pid(nodes["master1"]) == before
+
+
+def test_an_engine_that_never_answers_is_explained_from_every_node(nodes):
+    # A KV cache too small for one sequence: the unit starts, the engine dies, systemd restarts it.
+    result = playbook("deploy", "--tags", "serve", "-e", "serve_ready_timeout=60",
+                      "-e", '{"serve_extra_args": ["--kv-cache-memory-bytes", "4096"]}')[0]
+    assert result.returncode != 0
+    out = result.stdout
+    assert "http://" in out and "not healthy after 60s" in out
+    assert re.search(r"--- master1: .*ActiveState=", out)
+    assert "kv" in out.lower()  # the engine's own reason, from the journal
+
+
+def test_the_next_run_restores_the_engine(nodes, url, key):
+    result, changed = playbook("deploy", "--tags", "serve")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert changed["master1"] > 0
+    status, body = request(url, "/v1/completions", {"model": MODEL, "prompt": "again", "max_tokens": 4,
+                                                    "temperature": 0, "ignore_eos": True}, key)
+    assert status == 200 and body["usage"]["completion_tokens"] == 4
+
+
+def test_teardown_removes_the_engine_and_changes_nothing_twice(nodes, url, key):
+    result, changed = playbook("teardown", "--tags", "serve")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert changed["master1"] > 0
+    head = nodes["master1"]
+    assert not head.file("/etc/systemd/system/llm-cluster-engine.service").exists
+    assert not head.file("/etc/llm_cluster/engine.env").exists
+    assert head.run("pgrep -f '[v]llm serve'").rc == 1
+    assert head.service("llm-cluster-ray-head").is_running
+    result, changed = playbook("teardown", "--tags", "serve")
+    assert result.returncode == 0 and set(changed.values()) == {0}, result.stdout[-3000:]
