@@ -171,7 +171,8 @@ def test_a_plan_the_model_cannot_hold_fails_before_any_change(nodes):
     before = engine_pid(nodes["master1"])
     result, changed = playbook("deploy", "--tags", "serve", "-e", "serve_max_model_len=4096")
     assert result.returncode != 0
-    assert "master1: serve_max_model_len 4096 exceeds the model's max_position_embeddings 2048" in result.stdout
+    assert ("master1: serve_max_model_len 4096 exceeds max_position_embeddings 2048 in /srv/models/tiny/config.json: "
+            "lower serve_max_model_len") in result.stdout
     assert set(changed.values()) == {0}
     assert engine_pid(nodes["master1"]) == before
 
