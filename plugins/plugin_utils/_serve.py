@@ -20,6 +20,8 @@ Topologies:
 
 from __future__ import annotations
 
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _ray_cluster
+
 BACKENDS = ("vllm", "vllm_ascend", "vllm_mindspore")
 TOPOLOGIES = ("single", "ray", "dp")
 RUNTIMES = ("host", "container")
@@ -256,15 +258,6 @@ def container_args(spec):
     return args
 
 
-def _properties(text):
-    props = {}
-    for line in (text or "").splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            props[key.strip()] = value.strip()
-    return props
-
-
 def _binding(result):
     if not result or not isinstance(result, dict):
         return None
@@ -296,7 +289,8 @@ def status(nodes, plan_result, settings):
     doc_nodes = []
     for node in nodes:
         entry = plan_result.get("nodes", {}).get(node["host"], {})
-        props = _properties(node.get("state"))
+        # systemctl show / docker inspect print KEY=value lines, like the env file.
+        props = _ray_cluster.parse_env(node.get("state"))
         engine = None
         if node["host"] in plan_result.get("engine_hosts", []):
             pid = props.get("MainPID")
