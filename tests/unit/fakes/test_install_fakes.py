@@ -32,7 +32,7 @@ ANSIBLE_PLAYBOOK = shutil.which("ansible-playbook", path=os.path.dirname(sys.exe
 pytestmark = pytest.mark.skipif(ANSIBLE_PLAYBOOK is None, reason="ansible-playbook is not installed")
 
 
-def install(tmp_path: Path, profile: str, faults: dict) -> int:
+def install(tmp_path: Path, profile: str, faults: dict, **more) -> int:
     """Run the installer for host node1 into tmp_path/root; return the number of changed tasks."""
     playbook = tmp_path / "play.yml"
     playbook.write_text(PLAYBOOK.format(tasks=FAKES / "install_fakes.yml"), encoding="utf-8")
@@ -42,6 +42,8 @@ def install(tmp_path: Path, profile: str, faults: dict) -> int:
         "llm_cluster_fake_src": str(FAKES),
         "llm_cluster_fake_faults": faults,
         "llm_cluster_fake_root": str(tmp_path / "root"),
+        "llm_cluster_fake_build_dir": str(tmp_path / "build"),
+        **more,
     }
     result = subprocess.run(
         [ANSIBLE_PLAYBOOK, "-i", "node1,", "-c", "local", str(playbook), "-e", json.dumps(extra)],
@@ -69,7 +71,7 @@ def run_installed(root: Path, tool: str, *args: str) -> subprocess.CompletedProc
 
 def test_install_npu_profile_is_complete_and_idempotent(tmp_path):
     faults = {"missing_devices": [7], "health": {"3": "Alarm"}}
-    assert install(tmp_path, "atlas-800i-a2", faults) > 0
+    assert install(tmp_path, "atlas-800i-a2", faults, llm_cluster_fake_topology="atlas-800i-a2") > 0
     root = tmp_path / "root"
     state = json.loads((root / "var/lib/llm-cluster-fakes/state.json").read_text())
     assert state["hostname"] == "node1" and state["health"] == {"3": "Alarm"}
@@ -92,6 +94,10 @@ def test_install_npu_profile_is_complete_and_idempotent(tmp_path):
     workqueue = root / "var/lib/llm-cluster-fakes/sys/devices/virtual/workqueue"
     assert sorted(p.name for p in workqueue.iterdir()) == [f"dev{i}_sq_send_wq" for i in range(7)]
     assert (workqueue / "dev0_sq_send_wq/cpumask").read_text() == ",".join(["ffffffff"] * 6) + "\n"
+    # The recorded topology lies beside the workqueues, as the binding roles read it.
+    cpu = root / "var/lib/llm-cluster-fakes/sys/devices/system/cpu"
+    assert (cpu / "online").read_text() == "0-191\n"
+    assert (root / "var/lib/llm-cluster-fakes/sys/bus/pci/devices/0000:01:00.0/numa_node").exists()
 
     table = run_installed(root, "npu-smi", "info").stdout
     assert "| 3     910B4               | Alarm         |" in table and "0000:42:00.0" not in table
@@ -102,8 +108,16 @@ def test_install_npu_profile_is_complete_and_idempotent(tmp_path):
 
     # A role may already have rebound the workqueues: a second run keeps that and changes nothing.
     (workqueue / "dev0_sq_send_wq/cpumask").write_text("000000ff,ffff0000,00000000,00000000,00000000,00000000\n")
-    assert install(tmp_path, "atlas-800i-a2", faults) == 0
+    (cpu / "online").write_text("0-95\n")
+    assert install(tmp_path, "atlas-800i-a2", faults, llm_cluster_fake_topology="atlas-800i-a2") == 0
     assert (workqueue / "dev0_sq_send_wq/cpumask").read_text().startswith("000000ff,")
+    assert (cpu / "online").read_text() == "0-95\n"
+    # A changed fault re-unpacks the tools and state but still keeps what lies under sys/.
+    faults["health"] = {"3": "Critical"}
+    assert install(tmp_path, "atlas-800i-a2", faults, llm_cluster_fake_topology="atlas-800i-a2") > 0
+    assert json.loads((root / "var/lib/llm-cluster-fakes/state.json").read_text())["health"] == {"3": "Critical"}
+    assert (workqueue / "dev0_sq_send_wq/cpumask").read_text().startswith("000000ff,")
+    assert (cpu / "online").read_text() == "0-95\n"
 
 
 def test_install_gpu_profile_links_only_nvidia_smi(tmp_path):
