@@ -58,7 +58,7 @@ _TLS_RE = re.compile(
 _HEALTH_RE = re.compile(r"^net health status:\s*(?P<status>\S.*?)\s*$")
 _PING_HEAD_RE = re.compile(r"^device\s+(?P<device>\d+)\s+PING\s+(?P<address>\S+)\s*$")
 _PING_RECV_RE = re.compile(r"^recv seq=(?P<seq>\d+),\s*time=(?P<time>[\d.]+)\s*ms\s*$")
-_PING_TIMEOUT_RE = re.compile(r"^recv time out seq=(?P<seq>\d+)")
+_PING_TIMEOUT_RE = re.compile(r"^recv time out seq=(?P<seq>\S+)")
 _PING_SUMMARY_RE = re.compile(
     r"^(?P<sent>\d+) packets transmitted,\s*(?P<received>\d+) received,\s*(?P<loss>[\d.]+)%\s*packets? loss"
 )

@@ -81,91 +81,181 @@ def _table_cells(command, lineno, line):
     return [cell.strip() for cell in body.split("|")[1:-1]]
 
 
-def _parse_name_row(cells, lineno, line):
-    command = "info"
-    if len(cells) != 3:
-        raise _error(command, "expected 3 columns in a device row", lineno, line)
-    name_match = _NAME_CELL_RE.match(cells[0])
-    usage = _ROW1_USAGE_RE.match(cells[2])
-    if not name_match or not cells[1] or not usage:
-        raise _error(command, "cannot parse device row", lineno, line)
-    health = cells[1]
-    if health.upper() == "OK":
-        health = "OK"
-    return {
-        "npu_id": int(name_match.group("npu")),
-        "name": name_match.group("name").strip(),
-        "health": health,
-        "power_w": _number(usage.group("power"), float, command, lineno, line),
-        "temp_c": _number(usage.group("temp"), int, command, lineno, line),
-        "hugepages_used": _number(usage.group(3), int, command, lineno, line),
-        "hugepages_total": _number(usage.group(4), int, command, lineno, line),
-    }
+# Header names of the device table (lower case, as printed) -> key of the
+# parsed chip. Pairs ("used / total") map to two keys. Names not listed here
+# are kept, as printed, under ``extra``.
+_DEVICE_COLUMNS = {
+    "npu": "npu_id",
+    "npu id": "npu_id",
+    "name": "name",
+    "health": "health",
+    "power(w)": "power_w",
+    "temp(c)": "temp_c",
+    "hugepages-usage(page)": ("hugepages_used", "hugepages_total"),
+    "chip": "chip_id",
+    "phy-id": "phy_id",
+    "device": "device_id",
+    "bus-id": "bus_id",
+    "aicore(%)": "aicore_pct",
+    "npu util(%)": "aicore_pct",
+    "memory-usage(mb)": ("memory_used_mb", "memory_total_mb"),
+    "ddr-usage(mb)": ("memory_used_mb", "memory_total_mb"),
+    "hbm-usage(mb)": ("hbm_used_mb", "hbm_total_mb"),
+}
+_PROCESS_COLUMNS = {
+    "npu": "npu_id",
+    "npu id": "npu_id",
+    "chip": "chip_id",
+    "process id": "pid",
+    "process name": "name",
+    "process memory(mb)": "memory_mb",
+    "process memory(b)": "memory_mb",
+    "process memory": "memory_mb",
+    "process id in container": "container_pid",
+}
+_INT_KEYS = ("npu_id", "chip_id", "phy_id", "device_id", "temp_c", "aicore_pct", "hugepages_used",
+             "hugepages_total", "memory_used_mb", "memory_total_mb", "hbm_used_mb", "hbm_total_mb", "pid",
+             "memory_mb", "container_pid")
+_CHIP_KEYS = ("npu_id", "chip_id", "phy_id", "device_id", "name", "health", "power_w", "temp_c",
+              "hugepages_used", "hugepages_total", "bus_id", "aicore_pct", "memory_used_mb", "memory_total_mb",
+              "hbm_used_mb", "hbm_total_mb")
+_VALUE_TOKEN_RE = re.compile(r"[^\s/]+\s*/\s*[^\s/]+|\S+")
+_PAIR_RE = re.compile(r"^(?P<used>[^\s/]+)\s*/\s*(?P<total>[^\s/]+)$")
+# The layout every 24.x-26.x A2 table prints; used for excerpts that start
+# below the header (the header rows are then not part of the output).
+_DEFAULT_DEVICE_HEADER = [
+    [["NPU", "Name"], ["Health"], ["Power(W)", "Temp(C)", "Hugepages-Usage(page)"]],
+    [["Chip"], ["Bus-Id"], ["AICore(%)", "Memory-Usage(MB)", "HBM-Usage(MB)"]],
+]
+_DEFAULT_PROCESS_HEADER = [["NPU", "Chip"], ["Process id"], ["Process name"], ["Process memory(MB)"]]
 
 
-def _parse_chip_row(cells, lineno, line):
-    command = "info"
-    if len(cells) != 3:
-        raise _error(command, "expected 3 columns in a chip row", lineno, line)
-    chip = _CHIP_CELL_RE.match(cells[0])
-    usage = _ROW2_USAGE_RE.match(cells[2])
-    if not chip or not _BUS_ID_RE.match(cells[1]) or not usage:
-        raise _error(command, "cannot parse chip row", lineno, line)
-    phy = chip.group("phy")
-    return {
-        "chip_id": int(chip.group("chip")),
-        "phy_id": int(phy) if phy not in (None, "-") else None,
-        "bus_id": cells[1],
-        "aicore_pct": _number(usage.group("aicore"), int, command, lineno, line),
-        "memory_used_mb": _number(usage.group(2), int, command, lineno, line),
-        "memory_total_mb": _number(usage.group(3), int, command, lineno, line),
-        "hbm_used_mb": _number(usage.group(4), int, command, lineno, line),
-        "hbm_total_mb": _number(usage.group(5), int, command, lineno, line),
-    }
+def _header_names(cells):
+    """Split each header cell into its column names (separated by 2+ spaces or a TAB)."""
+    return [[name for name in re.split(r"\s{2,}|\t", cell.strip()) if name] for cell in cells]
 
 
-def _parse_process_row(cells, memory_unit, lineno, line):
-    command = "info"
-    if len(cells) != 4:
-        raise _error(command, "expected 4 columns in a process row", lineno, line)
-    ids = _PROC_ID_CELL_RE.match(cells[0])
-    if not ids or not cells[1].isdigit():
-        raise _error(command, "cannot parse process row", lineno, line)
-    memory = _number(cells[3], int, command, lineno, line)
-    if memory is not None and memory_unit == "B":
-        memory = memory // (1024 * 1024)
-    return {
-        "npu_id": int(ids.group("npu")),
-        "chip_id": int(ids.group("chip")),
-        "pid": int(cells[1]),
-        "name": cells[2] or None,
-        "memory_mb": memory,
-    }
+def _split_cell(cell, names):
+    """Values of one data cell for its header ``names``; None when they do not fit."""
+    if len(names) <= 1:
+        return [cell.strip()]
+    if all(_DEVICE_COLUMNS.get(name.lower()) in ("npu_id", "name", "chip_id", "phy_id", "device_id")
+           for name in names):
+        # "0     910B3", "1     1": ids and a name that may hold spaces last.
+        values = cell.split(None, len(names) - 1)
+    else:
+        values = _VALUE_TOKEN_RE.findall(cell)
+    if len(values) != len(names):
+        return None
+    return values
+
+
+def _convert(key, value, context):
+    """Convert one printed value; ``-``/``NA`` become None."""
+    command, lineno, line = context
+    if key in ("name", "health", "bus_id"):
+        return value or None
+    if key == "power_w":
+        return _number(value, float, command, lineno, line)
+    if key in _INT_KEYS:
+        return _number(value, int, command, lineno, line)
+    return value
+
+
+def _row_values(cells, header, mapping, context, what):
+    """Map the cells of one data row onto the keys of its header row."""
+    command, lineno, line = context
+    if len(cells) != len(header):
+        raise _error(command, "%s row has %d columns, its header %d" % (what, len(cells), len(header)),
+                     lineno, line)
+    result = {"extra": {}}
+    for cell, names in zip(cells, header):
+        if not names:
+            if cell:
+                raise _error(command, "value %r under an empty header cell" % cell, lineno, line)
+            continue
+        values = _split_cell(cell, names)
+        if values is None:
+            raise _error(command, "%s row: cannot split %r into %s" % (what, cell, ", ".join(names)), lineno, line)
+        for name, value in zip(names, values):
+            key = mapping.get(name.lower())
+            if key is None:
+                result["extra"][name] = value
+            elif isinstance(key, tuple):
+                pair = _PAIR_RE.match(value)
+                if not pair:
+                    if value.strip() in _MISSING:
+                        result[key[0]] = result[key[1]] = None
+                        continue
+                    raise _error(command, "%s: expected 'used / total', got %r" % (name, value), lineno, line)
+                result[key[0]] = _convert(key[0], pair.group("used"), context)
+                result[key[1]] = _convert(key[1], pair.group("total"), context)
+            else:
+                result[key] = _convert(key, value, context)
+    return result
+
+
+def _chip(first, second, context):
+    command, lineno, line = context
+    chip = dict((key, None) for key in _CHIP_KEYS)
+    extra = dict(first.pop("extra"))
+    extra.update(second.pop("extra"))
+    chip.update(first)
+    for key, value in second.items():
+        if key in first and first[key] is not None and value is not None and first[key] != value:
+            raise _error(command, "%s differs between the two rows of a chip" % key, lineno, line)
+        if value is not None or key not in first:
+            chip[key] = value
+    if chip["npu_id"] is None:
+        raise _error(command, "no NPU id in the device rows", lineno, line)
+    if chip["chip_id"] is None:
+        chip["chip_id"] = 0
+    if chip["bus_id"] is not None and not _BUS_ID_RE.match(chip["bus_id"]):
+        raise _error(command, "Bus-Id %r is not a PCI address" % chip["bus_id"], lineno, line)
+    health = chip["health"]
+    if health and health.upper() == "OK":
+        chip["health"] = "OK"
+    chip["extra"] = extra
+    return chip
 
 
 def parse_info(text):
-    """Parse ``npu-smi info``.
+    """Parse ``npu-smi info`` by the names in its header rows.
+
+    The device table is read column by column from its two header rows
+    (``NPU Name | Health | Power(W) Temp(C) Hugepages-Usage(page)`` and
+    ``Chip [Phy-ID|Device] | Bus-Id | AICore(%) Memory-Usage(MB) [HBM-Usage(MB)]``),
+    so every width, the 310P/300I Duo layout (``Memory-Usage(MB)`` only, Power
+    ``NA``, two chips of one card on one Bus-Id), sparse NPU ids and the A3
+    layout read the same way; the process table likewise from its header
+    (four columns, or five with ``Process id in container`` on 26.x).
+    Columns the parser does not know are kept under ``extra``; a row that does
+    not fit its header is an error naming the driver version and the line.
 
     Returns a dict with
 
     * ``npu_smi_version`` / ``driver_version``: the two versions of the header
       line (both are the driver package version), or None when the header is
       not part of the output;
-    * ``devices``: one dict per chip row pair, in output order, with ``npu_id``,
-      ``chip_id``, ``phy_id`` (A3 layout only, else None), ``name``, ``health``,
-      ``power_w``, ``temp_c``, ``hugepages_used``, ``hugepages_total``,
-      ``bus_id`` (as printed, upper-case hex), ``aicore_pct``,
-      ``memory_used_mb``, ``memory_total_mb`` (DDR), ``hbm_used_mb`` and
-      ``hbm_total_mb``; numbers printed as ``-`` are None;
+    * ``devices``: one dict per chip (row pair), in output order, with
+      ``npu_id``, ``chip_id``, ``phy_id`` (A3), ``device_id`` (310P
+      ``Device`` column), ``name``, ``health``, ``power_w``, ``temp_c``,
+      ``hugepages_used``, ``hugepages_total``, ``bus_id`` (as printed),
+      ``aicore_pct``, ``memory_used_mb``, ``memory_total_mb`` (DDR),
+      ``hbm_used_mb``, ``hbm_total_mb`` and ``extra``; values printed as
+      ``-``/``NA`` and columns the layout lacks are None;
     * ``processes``: one dict per process row with ``npu_id``, ``chip_id``,
-      ``pid``, ``name`` (None when npu-smi prints it blank) and ``memory_mb``
-      (converted from bytes when the header says ``Process memory(B)``).
+      ``pid``, ``name`` (None when printed blank), ``memory_mb`` (converted
+      from bytes when the header says ``Process memory(B)``),
+      ``container_pid`` (None for ``NA`` or without the column) and ``extra``.
     """
-    command = "info"
     result = {"npu_smi_version": None, "driver_version": None, "devices": [], "processes": []}
+    command = "info"
     section = None
-    pending = None
+    device_header = []
+    process_header = None
     memory_unit = "MB"
+    pending = None
     seen_table = False
 
     for lineno, raw in enumerate(text.splitlines(), 1):
@@ -182,39 +272,66 @@ def parse_info(text):
         seen_table = True
         cells = _table_cells(command, lineno, raw)
         joined = " ".join(cells)
+        context = (command, lineno, raw)
 
         version = _VERSION_RE.search(joined)
         if version:
             result["npu_smi_version"] = version.group("tool")
             result["driver_version"] = version.group("version")
+            command = "info (driver %s)" % result["driver_version"]
             continue
-        if "Process id" in joined:
+        if "Process id" in joined or "Process name" in joined:
             if pending is not None:
                 raise _error(command, "device row without its chip row", pending[0], pending[1])
             section = "processes"
+            process_header = _header_names(cells)
             unit = re.search(r"Process memory\((\w+)\)", joined)
             memory_unit = unit.group(1) if unit else "MB"
             continue
-        if len(cells) == 3 and ("Health" in cells[1] or "Bus-Id" in cells[1]):
-            section = "devices"
+        if "Health" in joined and "Name" in joined or "Bus-Id" in joined and ("AICore" in joined or "Chip" in joined):
+            if section != "device_header":
+                device_header = []
+            section = "device_header"
+            device_header.append(_header_names(cells))
             continue
         if len(cells) == 1 and _NO_PROCESS_RE.match(cells[0]):
             section = "processes"
             continue
 
-        if section == "processes" or (section is None and len(cells) == 4):
-            result["processes"].append(_parse_process_row(cells, memory_unit, lineno, raw))
+        if section is None:
+            # An excerpt that starts below the header rows.
+            section = "processes" if len(cells) in (4, 5) else "devices"
+            if section == "processes":
+                process_header = list(_DEFAULT_PROCESS_HEADER)
+                if len(cells) == 5:
+                    process_header.append(["Process id in container"])
+        if section == "device_header":
+            if len(device_header) != 2:
+                raise _error(command, "expected two device header rows, found %d" % len(device_header),
+                             lineno, raw)
+            section = "devices"
+        if section == "processes":
+            process = _row_values(cells, process_header, _PROCESS_COLUMNS, context, "process")
+            for key in ("npu_id", "chip_id", "pid", "name", "memory_mb", "container_pid"):
+                process.setdefault(key, None)
+            if process["npu_id"] is None or process["pid"] is None:
+                raise _error(command, "process row without NPU id or process id", lineno, raw)
+            if process["memory_mb"] is not None and memory_unit == "B":
+                process["memory_mb"] = process["memory_mb"] // (1024 * 1024)
+            if process["chip_id"] is None:
+                process["chip_id"] = 0
+            result["processes"].append(process)
             continue
 
-        # Device section, or a table excerpt that starts at a device row.
+        header = device_header or _DEFAULT_DEVICE_HEADER
         if pending is None:
-            if len(cells) == 3 and _BUS_ID_RE.match(cells[1]):
+            bus_column = _bus_column(header[1])
+            if bus_column is not None and bus_column < len(cells) and _BUS_ID_RE.match(cells[bus_column]):
                 raise _error(command, "chip row without a preceding device row", lineno, raw)
-            pending = (lineno, raw, _parse_name_row(cells, lineno, raw))
+            pending = (lineno, raw, _row_values(cells, header[0], _DEVICE_COLUMNS, context, "device"))
         else:
-            device = pending[2]
-            device.update(_parse_chip_row(cells, lineno, raw))
-            result["devices"].append(device)
+            second = _row_values(cells, header[1], _DEVICE_COLUMNS, context, "chip")
+            result["devices"].append(_chip(pending[2], second, context))
             pending = None
 
     if pending is not None:
@@ -222,6 +339,13 @@ def parse_info(text):
     if not seen_table:
         raise _error(command, "no device table in output")
     return result
+
+
+def _bus_column(header_row):
+    for position, names in enumerate(header_row):
+        if any(name.lower() == "bus-id" for name in names):
+            return position
+    return None
 
 
 # ---------------------------------------------------------------------------

@@ -24,6 +24,10 @@ _VALUE_UNIT_RE = re.compile(r"^(?P<number>[-+]?\d+(?:\.\d+)?) (?P<unit>KiB|MiB|G
 _NOT_AVAILABLE = ("[N/A]", "N/A", "[Not Supported]", "Not Supported", "")
 _AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 _GPU_LABEL_RE = re.compile(r"^GPU(?P<index>\d+)$")
+# Matrix cells: X, NVn, PIX, PXB, PHB, NODE, SYS, SOC, NA ... (unknown words tolerated).
+_LINK_RE = re.compile(r"^(?:X|NV\d+|[A-Z]{2,5})$")
+# Matrix columns: GPUn, NICn, and the RDMA device names of older drivers (mlx5_0, mlx4_0, ...).
+_DEVICE_LABEL_RE = re.compile(r"^(?:GPU\d+|NIC\d+|[a-z][a-z0-9]*_\d+)$")
 _NIC_LEGEND_RE = re.compile(r"^(?P<nic>NIC\d+):\s*(?P<name>\S+)$")
 _CPULIST_RE = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
 
@@ -117,49 +121,74 @@ def pci_address(bus_id):
     return ("%s:%s" % (domain, rest)).lower()
 
 
-def _split_header(line):
-    """Split the topo header into device labels and trailing affinity columns."""
-    rest = line.strip()
-    tail = []
-    while rest:
-        for name in _AFFINITY_COLUMNS:
-            if rest.endswith(name):
-                tail.insert(0, name)
-                rest = rest[: -len(name)].rstrip()
-                break
-        else:
-            break
-    return rest.split(), tail
-
-
-def _numa_value(value):
+def _numa_nodes(value, command, lineno, line):
+    """``0`` -> [0], ``0-3`` -> [0, 1, 2, 3], ``0,2`` -> [0, 2]; None for ``N/A`` or empty."""
     if value is None or value in _NOT_AVAILABLE:
         return None
-    if value.isdigit():
-        return int(value)
-    return value
+    if not _CPULIST_RE.match(value):
+        raise _error(command, "NUMA affinity %r is neither a node number nor a range" % value, lineno, line)
+    nodes = []
+    for part in value.split(","):
+        first, sep, last = part.partition("-")
+        nodes.extend(range(int(first), int(last if sep else first) + 1))
+    return nodes
 
 
-def parse_topo_matrix(text):
-    """Parse ``nvidia-smi topo -m``.
+def _header_fields(line, tabs):
+    """Column names of the ``topo -m`` header, without the empty row-label cell."""
+    if tabs:
+        fields = [field.strip() for field in line.rstrip("\r\n").split("\t")]
+    else:
+        fields = [field for field in re.split(r"\s{2,}", line.strip())]
+    if fields and fields[0] == "":
+        fields = fields[1:]
+    return fields
+
+
+def _device_label(label):
+    return bool(_DEVICE_LABEL_RE.match(label))
+
+
+def parse_topo_matrix(text, version=None):
+    """Parse ``nvidia-smi topo -m`` (and ``topo -mp``) by its header.
+
+    The real tool separates cells with TABs and leaves cells empty (NIC rows
+    have empty affinity cells, a process confined by a cgroup may get a
+    blank ``CPU Affinity``); with ``GPU NUMA ID`` it pads the ``NUMA
+    Affinity`` value with one more (empty) field. Every row is checked
+    against the header's field count, so a row with a field too many or too
+    few (two values run together, a cell lost) is reported by its line
+    number instead of being read shifted. Copies whose TABs were expanded to
+    spaces are read by whitespace; there an empty affinity cell cannot be
+    placed and is an error. ``version`` (the driver version, when known) is
+    named in error messages.
 
     Returns a dict with
 
     * ``labels``: the matrix columns in order (``GPU0``..., ``NIC0``... or
       ``mlx5_0``...);
+    * ``columns``: the columns after the matrix, as printed (``CPU Affinity``,
+      ``NUMA Affinity``, ``GPU NUMA ID`` and any the parser does not know);
     * ``matrix``: ``{row_label: {column_label: cell}}``, cells as printed
       (``X``, ``NV18``, ``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``...);
-    * ``cpu_affinity``: ``{gpu_index: cpulist string or None}``;
-    * ``numa_affinity``: ``{gpu_index: int, or None for N/A}`` (empty dict
-      values are None when the column is not printed by the driver);
-    * ``gpu_numa_id``: ``{gpu_index: int or None}``, same rules;
-    * ``nic_legend``: ``{"NIC0": "mlx5_0", ...}`` from the ``NIC Legend:`` block.
+    * ``cpu_affinity``: ``{gpu_index: cpulist string or None}`` (None when the
+      cell is empty, ``N/A`` or the column is not printed);
+    * ``numa_affinity``: ``{gpu_index: int}``, the NUMA node when the cell
+      names exactly one, else None (``N/A``, empty, a range, no column);
+    * ``numa_nodes``: ``{gpu_index: [int, ...] or None}``, every node of the
+      ``NUMA Affinity`` cell (``0-3`` -> ``[0, 1, 2, 3]``);
+    * ``gpu_numa_id``: ``{gpu_index: int or None}``;
+    * ``nic_legend``: ``{"NIC0": "mlx5_0", ...}`` from the ``NIC Legend:`` block;
+    * ``extra``: ``{gpu_index: {column: value}}`` for columns the parser does
+      not know (tolerated, kept as printed).
     """
-    command = "topo -m"
+    command = "topo -m" + (" (driver %s)" % version if version else "")
     labels = None
     tail = []
+    tabs = False
     matrix = {}
-    result = {"cpu_affinity": {}, "numa_affinity": {}, "gpu_numa_id": {}, "nic_legend": {}}
+    result = {"cpu_affinity": {}, "numa_affinity": {}, "numa_nodes": {}, "gpu_numa_id": {}, "nic_legend": {},
+              "extra": {}}
     in_legend = False
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -174,39 +203,80 @@ def parse_topo_matrix(text):
                 result["nic_legend"][nic.group("nic")] = nic.group("name")
             continue
         if labels is None:
-            labels, tail = _split_header(raw)
+            tabs = "\t" in raw
+            fields = _header_fields(raw, tabs)
+            split = len(fields)
+            for position, name in enumerate(fields):
+                if not _device_label(name):
+                    split = position
+                    break
+            labels, tail = fields[:split], fields[split:]
             if not any(_GPU_LABEL_RE.match(label) for label in labels):
                 raise _error(command, "expected a header with GPUn columns", lineno, raw)
-            if tail != list(_AFFINITY_COLUMNS[: len(tail)]):
-                raise _error(command, "unexpected affinity columns %r" % tail, lineno, raw)
+            if any(_device_label(name) for name in tail):
+                raise _error(command, "header column %r sits between the device columns (two names run "
+                             "together?)" % tail[0], lineno, raw)
+            if "" in tail:
+                raise _error(command, "empty header column after the device columns", lineno, raw)
             continue
-        tokens = line.split()
-        if tokens[0] not in labels:
-            raise _error(command, "row label %r is not a column of the header" % tokens[0], lineno, raw)
-        cells = tokens[1:1 + len(labels)]
-        rest = tokens[1 + len(labels):]
-        if len(cells) != len(labels):
-            raise _error(command, "expected %d matrix cells" % len(labels), lineno, raw)
-        if len(rest) > len(tail):
-            raise _error(command, "unexpected trailing fields", lineno, raw)
-        matrix[tokens[0]] = dict(zip(labels, cells))
-        gpu = _GPU_LABEL_RE.match(tokens[0])
+        if tabs:
+            cells = [cell.strip() for cell in raw.rstrip("\r\n").split("\t")]
+        else:
+            cells = line.split()
+        label = cells[0]
+        if label not in labels:
+            raise _error(command, "row label %r is not a column of the header" % label, lineno, raw)
+        values = cells[1:1 + len(labels)]
+        rest = cells[1 + len(labels):]
+        gpu = _GPU_LABEL_RE.match(label)
+        if len(values) != len(labels):
+            raise _error(command, "%d fields, the header has %d matrix columns; is a cell missing?" % (
+                len(cells), len(labels)), lineno, raw)
+        bad = [cell for cell in values if not _LINK_RE.match(cell)]
+        if bad:
+            raise _error(command, "%r is not a link type: are two values run together or a cell lost?" % bad[0],
+                         lineno, raw)
+        if tabs and "GPU NUMA ID" in tail and (gpu or any(rest)):
+            # nvidia-smi pads the NUMA Affinity value with one empty field.
+            pad = tail.index("GPU NUMA ID")
+            if len(rest) != len(tail) + 1 or rest[pad] != "":
+                raise _error(command, "%d fields, the header has %d; are two values run together or a cell "
+                             "lost?" % (len(cells), 1 + len(labels) + len(tail) + 1), lineno, raw)
+            rest = rest[:pad] + rest[pad + 1:]
+        if not gpu and not any(rest):
+            rest = []
+        if rest and len(rest) != len(tail) or (gpu and len(rest) != len(tail)):
+            if not tabs and gpu and len(rest) < len(tail):
+                raise _error(command, "%d affinity values for %d columns in a copy without TABs: cannot tell "
+                             "which cell is empty" % (len(rest), len(tail)), lineno, raw)
+            raise _error(command, "%d fields, the header has %d; are two values run together or a cell "
+                         "lost?" % (len(cells), 1 + len(labels) + len(tail)), lineno, raw)
+        matrix[label] = dict(zip(labels, values))
         if not gpu:
             continue
         index = int(gpu.group("index"))
-        values = dict(zip(tail, rest))
-        cpus = values.get("CPU Affinity")
+        row = dict(zip(tail, rest))
+        cpus = row.get("CPU Affinity")
         if cpus in _NOT_AVAILABLE:
             cpus = None
         if cpus is not None and not _CPULIST_RE.match(cpus):
             raise _error(command, "CPU affinity %r is not a cpulist" % cpus, lineno, raw)
+        nodes = _numa_nodes(row.get("NUMA Affinity"), command, lineno, raw)
         result["cpu_affinity"][index] = cpus
-        result["numa_affinity"][index] = _numa_value(values.get("NUMA Affinity"))
-        result["gpu_numa_id"][index] = _numa_value(values.get("GPU NUMA ID"))
+        result["numa_nodes"][index] = nodes
+        result["numa_affinity"][index] = nodes[0] if nodes and len(nodes) == 1 else None
+        numa_id = row.get("GPU NUMA ID")
+        if numa_id not in _NOT_AVAILABLE and numa_id is not None and not numa_id.isdigit():
+            raise _error(command, "GPU NUMA ID %r is not a number" % numa_id, lineno, raw)
+        result["gpu_numa_id"][index] = int(numa_id) if numa_id and numa_id.isdigit() else None
+        unknown = dict((name, value) for name, value in row.items() if name not in _AFFINITY_COLUMNS)
+        if unknown:
+            result["extra"][index] = unknown
     if labels is None:
         raise _error(command, "empty output")
     if not matrix:
         raise _error(command, "header without matrix rows")
     result["labels"] = labels
+    result["columns"] = tail
     result["matrix"] = matrix
     return result

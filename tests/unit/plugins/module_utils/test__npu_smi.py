@@ -48,6 +48,8 @@ def test_info_800i_a2_devices_and_versions():
         "memory_total_mb": 0,
         "hbm_used_mb": 2654,
         "hbm_total_mb": 32768,
+        "device_id": None,
+        "extra": {},
     }
     assert devices[7]["hbm_used_mb"] == 2653
     assert devices[3]["power_w"] == 89.1
@@ -61,8 +63,10 @@ def test_info_with_vllm_processes():
     assert info["devices"][0]["hbm_used_mb"] == 61825
     assert info["devices"][0]["hbm_total_mb"] == 65536
     assert info["processes"] == [
-        {"npu_id": 0, "chip_id": 0, "pid": 19334, "name": "VLLMWorker_TP", "memory_mb": 58472},
-        {"npu_id": 1, "chip_id": 0, "pid": 19341, "name": "VLLMWorker_TP", "memory_mb": 58472},
+        {"npu_id": 0, "chip_id": 0, "pid": 19334, "name": "VLLMWorker_TP", "memory_mb": 58472,
+         "container_pid": None, "extra": {}},
+        {"npu_id": 1, "chip_id": 0, "pid": 19341, "name": "VLLMWorker_TP", "memory_mb": 58472,
+         "container_pid": None, "extra": {}},
     ]
 
 
@@ -122,7 +126,8 @@ def test_info_process_memory_in_bytes_is_converted():
         "+======================+===============+====================================================+",
     ])
     info = npu_smi.parse_info(text)
-    assert info["processes"] == [{"npu_id": 0, "chip_id": 0, "pid": 4242, "name": "python3", "memory_mb": 5}]
+    assert info["processes"] == [{"npu_id": 0, "chip_id": 0, "pid": 4242, "name": "python3", "memory_mb": 5,
+                                   "container_pid": None, "extra": {}}]
 
 
 def test_info_dcmi_error_names_the_line():

@@ -181,9 +181,9 @@ def test_topo_errors():
     with pytest.raises(ValueError, match=r"nvidia-smi topo -m: expected a header with GPUn columns.*No devices"):
         nvidia_smi.parse_topo_matrix("No devices were found\n")
     header = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n"
-    with pytest.raises(ValueError, match="expected 2 matrix cells"):
+    with pytest.raises(ValueError, match=r"is a cell missing\? \(line 2: "):
         nvidia_smi.parse_topo_matrix(header + "GPU0\t X \n")
-    with pytest.raises(ValueError, match="unexpected trailing fields"):
+    with pytest.raises(ValueError, match=r"6 fields, the header has 5; are two values run together.*line 2"):
         nvidia_smi.parse_topo_matrix(header + "GPU0\t X \tNV4\t0-7\t0\t1\n")
     with pytest.raises(ValueError, match="row label 'GPU9' is not a column"):
         nvidia_smi.parse_topo_matrix(header + "GPU9\t X \tNV4\t0-7\t0\n")
