@@ -70,10 +70,10 @@ sanity: venv collection
 	bash tests/sanity/run.sh
 
 unit: venv collection
-	cd $(COLLECTION_LINK) && $(PY) -m pytest -q -p no:cacheprovider tests/unit
+	cd $(COLLECTION_LINK) && $(PY) -m pytest -q -p no:cacheprovider -n auto tests/unit
 
 integration: venv collection
-	cd $(COLLECTION_LINK) && $(PY) -m pytest -q -p no:cacheprovider tests/integration
+	cd $(COLLECTION_LINK) && $(PY) -m pytest -q -p no:cacheprovider -n auto tests/integration
 
 molecule: $(addprefix molecule-,$(SCENARIOS))
 
