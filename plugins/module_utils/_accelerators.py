@@ -55,6 +55,11 @@ def empty_inventory():
         "cann_version": None,
         "device_nodes": [],
         "errors": [],
+        "product": None,
+        "family": None,
+        "chip_name": None,
+        "chips_per_card": None,
+        "memory_kind": None,
     }
 
 
@@ -125,11 +130,67 @@ def _read_version(path, parser, errors):
     return data.get("Version") or data.get("package_version") or None
 
 
+# PCI device ids of Ascend chips (lspci, "PCI Device ID" of npu-smi info -t board).
+NPU_FAMILIES = {
+    "d100": "Ascend 310",
+    "d500": "Ascend 310P",
+    "d801": "Ascend 910",
+    "d802": "Ascend 910B",
+    "d803": "Ascend 910C",
+}
+# Products told apart by family and chips per card.
+NPU_PRODUCTS = {
+    ("Ascend 310P", 2): "Atlas 300I Duo",
+    ("Ascend 910B", 1): "Atlas A2",
+    ("Ascend 910C", 2): "Atlas A3",
+}
+
+
 def _memory_pair(device):
-    """NPU device memory: HBM, or DDR on chips without HBM (310P)."""
+    """NPU device memory: ``(used, total, kind)``; HBM, or DDR on chips without HBM (310P)."""
     if device.get("hbm_total_mb"):
-        return device.get("hbm_used_mb"), device["hbm_total_mb"]
-    return device.get("memory_used_mb"), device.get("memory_total_mb")
+        return device.get("hbm_used_mb"), device["hbm_total_mb"], "HBM"
+    return device.get("memory_used_mb"), device.get("memory_total_mb"), "DDR"
+
+
+def npu_family(pci_device_id=None, chip_name=None):
+    """Chip family from the board's PCI device id (``0xD500``), else from the chip name (``310P3``)."""
+    if pci_device_id:
+        family = NPU_FAMILIES.get(pci_device_id.lower().replace("0x", "")[-4:])
+        if family:
+            return family
+    name = (chip_name or "").upper().replace("ASCEND", "").strip()
+    for prefix, family in (("310P", "Ascend 310P"), ("310", "Ascend 310"), ("910B", "Ascend 910B"),
+                           ("910C", "Ascend 910C"), ("910", "Ascend 910")):
+        if name.startswith(prefix):
+            return family
+    return None
+
+
+def npu_product(devices, board=None):
+    """``{product, family, chip_name, chips_per_card, memory_kind}`` of an NPU host's devices.
+
+    ``board`` is the parsed ``npu-smi info -t board`` of one card (or None).
+    An A3 prints ``Ascend910`` as chip name: two chips per card with a
+    ``Phy-ID`` column tell it from the single-chip 910 (A1).
+    """
+    cards = {}
+    for device in devices:
+        cards.setdefault(device["npu_id"], []).append(device)
+    chips_per_card = max([len(chips) for chips in cards.values()] or [0]) or None
+    names = sorted(set(device["name"] for device in devices if device.get("name")))
+    chip_name = names[0] if len(names) == 1 else (", ".join(names) or None)
+    family = npu_family((board or {}).get("pci_device_id"), (board or {}).get("chip_name") or chip_name)
+    if family == "Ascend 910" and chips_per_card == 2 and any(d.get("phy_id") is not None for d in devices):
+        family = "Ascend 910C"
+    kinds = sorted(set(device.get("memory_kind") for device in devices if device.get("memory_kind")))
+    return {
+        "product": NPU_PRODUCTS.get((family, chips_per_card)),
+        "family": family,
+        "chip_name": chip_name,
+        "chips_per_card": chips_per_card,
+        "memory_kind": kinds[0] if len(kinds) == 1 else (", ".join(kinds) or None),
+    }
 
 
 def _npu_devices(info, mapping):
@@ -140,7 +201,10 @@ def _npu_devices(info, mapping):
     devices = []
     for position, chip in enumerate(info["devices"]):
         logic_id = logic_ids.get((chip["npu_id"], chip["chip_id"]))
-        used, total = _memory_pair(chip)
+        if logic_id is None:
+            # 310P tables print the chip's logic id in their Device column.
+            logic_id = chip.get("device_id")
+        used, total, kind = _memory_pair(chip)
         devices.append({
             "index": logic_id if logic_id is not None else position,
             "name": chip["name"],
@@ -149,6 +213,7 @@ def _npu_devices(info, mapping):
             "pci_address": normalize_pci_address(chip["bus_id"]),
             "memory_total_mb": total,
             "memory_used_mb": used,
+            "memory_kind": kind,
             "npu_id": chip["npu_id"],
             "chip_id": chip["chip_id"],
             "logic_id": logic_id,
@@ -212,6 +277,7 @@ def probe_npu(run, tool, ascend_root=versions.DEFAULT_ASCEND_ROOT, dev_root=DEFA
         result["driver_version"] = _read_version(
             os.path.join(ascend_root, "driver", "version.info"), versions.parse_driver_version_info, errors)
 
+    board = None
     if devices:
         first = min(devices, key=lambda device: (device["npu_id"], device["chip_id"]))
         stdout = _call(run, [tool, "info", "-t", "board", "-i", str(first["npu_id"]), "-c", "0"], errors)
@@ -219,6 +285,7 @@ def probe_npu(run, tool, ascend_root=versions.DEFAULT_ASCEND_ROOT, dev_root=DEFA
             board = _parse(npu_smi.parse_board, stdout, errors)
             if board is not None:
                 result["firmware_version"] = board.get("firmware_version") or None
+        result.update(npu_product(devices, board))
     if not result["firmware_version"]:
         result["firmware_version"] = _read_version(
             os.path.join(ascend_root, "firmware", "version.info"), versions.parse_firmware_version_info, errors)

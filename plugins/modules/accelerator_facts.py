@@ -213,6 +213,11 @@ accelerators:
           returned: always
           type: int
           sample: 2654
+        memory_kind:
+          description: V(HBM), or V(DDR) on NPUs without HBM (Ascend 310P, Atlas 300I Duo).
+          returned: when RV(accelerators.type) is V(npu)
+          type: str
+          sample: HBM
         temp_c:
           description: Temperature in degrees Celsius, V(null) if not reported.
           returned: always
@@ -268,6 +273,35 @@ accelerators:
           returned: when RV(accelerators.type) is V(gpu)
           type: str
           sample: GPU-3b8a6c1e-1c2d-4f5a-9e8b-0a1b2c3d4e5f
+    product:
+      description:
+        - NPU product told from the chip family and the chips per card (V(Atlas A2), V(Atlas A3), V(Atlas 300I Duo)).
+        - V(null) for GPUs and when not known.
+      returned: always
+      type: str
+      sample: Atlas 300I Duo
+    family:
+      description:
+        - NPU chip family from the board's PCI device id (C(npu-smi info -t board)), else from the chip name.
+        - V(null) for GPUs and when not known.
+      returned: always
+      type: str
+      sample: Ascend 310P
+    chip_name:
+      description: NPU chip name as printed by C(npu-smi info) (several are joined with commas); V(null) for GPUs.
+      returned: always
+      type: str
+      sample: 310P3
+    chips_per_card:
+      description: Most chips one NPU card (C(npu-smi) NPU id) holds; 2 on Atlas A3 and 300I Duo. V(null) for GPUs.
+      returned: always
+      type: int
+      sample: 2
+    memory_kind:
+      description: V(HBM) or V(DDR), the device memory of the NPUs; V(null) for GPUs.
+      returned: always
+      type: str
+      sample: DDR
     driver_version:
       description:
         - Driver version, V(null) when unknown.

@@ -80,10 +80,15 @@ def _check_accelerators(host, node, kind, count, settings):
     for device in devices:
         health = device.get("health") or "unknown"
         if health != "OK":
-            fix = ("inspect it with 'npu-smi info -t health -i %s'" % device.get("index") if kind == "npu"
-                   else "inspect it with 'nvidia-smi -q -i %s'" % device.get("index"))
-            host.check("device_health", False, "%s %s (%s) health is %s" % (word, device.get("index"),
-                                                                            device.get("bus_id") or "?", health), fix)
+            if kind == "npu":
+                # Name the card and chip: on a 300I Duo or an A3 the two chips of a card share it.
+                where = "%s, card %s chip %s" % (device.get("bus_id") or "?", device.get("npu_id"), device.get("chip_id"))
+                fix = "inspect it with 'npu-smi info -t health -i %s -c %s'" % (device.get("npu_id"), device.get("chip_id"))
+            else:
+                where = device.get("bus_id") or "?"
+                fix = "inspect it with 'nvidia-smi -q -i %s'" % device.get("index")
+            host.check("device_health", False, "%s %s (%s) health is %s" % (word, device.get("index"), where, health),
+                       fix)
     if kind == "npu":
         _check_npu_software(host, accel, settings)
 

@@ -458,6 +458,30 @@ def test_node_from_local_cpus_when_numa_node_is_missing():
     assert result["warnings"] == []
 
 
+def test_numa_off_host_gets_no_invented_numa_split():
+    """A host booted with numa=off: one node 0 with CPUs 0-191, every GPU on it (issue 14).
+
+    No public `topo -m` capture of such a host was found; the tool output is built here in the
+    R535+ layout of the corpus (TAB-separated, `GPU NUMA ID` padded with one empty field).
+    """
+    header = "\t" + "\t".join("GPU%d" % n for n in range(8)) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+    rows = "".join("GPU%d\t" % n + "\t".join(" X " if m == n else "NV18" for m in range(8)) + "\t0-191\t0\t\tN/A\n"
+                   for n in range(8))
+    affinity = topology.gpu_tool_affinity(header + rows, [])
+    assert affinity == dict((n, (list(range(192)), 0)) for n in range(8))
+
+    topo = synthetic([192], devices=[0] * 8, smt=True, kind="gpu")
+    result = planner.plan(topo, {"tp_size": 8})
+    check_plan(topo, result)
+    check_locality(topo, result)
+    assert [device["numa_node"] for device in result["devices"]] == [0] * 8
+    assert result["layout"]["dp_ranks_per_node"] == 1
+    assert len(result["groups"]) == 1
+    assert not any("NUMA" in warning for warning in result["warnings"])
+    workers = [cpu for device in result["devices"] for cpu in device["worker_cores"]]
+    assert len(workers) == len(set(workers)) and set(workers) <= set(range(192))
+
+
 def test_no_devices_plans_housekeeping_only():
     topo = load("vm-2cpu")
     result = planner.plan(topo, {"housekeeping_cores": 1})

@@ -158,6 +158,7 @@ def test_npu_800i_a2(tmp_path, ascend_root):
         "pci_address": "0000:c1:00.0",
         "memory_total_mb": 32768,
         "memory_used_mb": 2654,
+        "memory_kind": "HBM",
         "npu_id": 0,
         "chip_id": 0,
         "logic_id": 0,
@@ -443,6 +444,11 @@ def test_no_accelerator(tmp_path, ascend_root):
         "cann_version": None,
         "device_nodes": [],
         "errors": [],
+        "product": None,
+        "family": None,
+        "chip_name": None,
+        "chips_per_card": None,
+        "memory_kind": None,
     }
     assert result["ansible_facts"] == {"llm_cluster_accelerators": result["accelerators"]}
 

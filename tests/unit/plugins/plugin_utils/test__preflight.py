@@ -27,7 +27,8 @@ def npu_node(name):
         "accelerators": {
             "type": "npu", "count": 8, "driver_version": "25.0.rc1.1", "firmware_version": "7.7.0.1.231",
             "cann_version": "8.3.RC2", "errors": [],
-            "devices": [{"index": i, "name": "910B4", "health": "OK", "bus_id": "0000:C%d:00.0" % i} for i in range(8)],
+            "devices": [{"index": i, "name": "910B4", "health": "OK", "bus_id": "0000:C%d:00.0" % i, "npu_id": i,
+                         "chip_id": 0} for i in range(8)],
         },
         "facts": {
             "kernel": "6.6.0", "python_version": "3.11.2",
@@ -63,7 +64,18 @@ def test_healthy_cluster_passes(nodes):
 
 def test_unhealthy_device_is_named(nodes):
     nodes[1]["accelerators"]["devices"][3]["health"] = "Alarm"
-    assert failures(nodes) == ["worker1: NPU 3 (0000:C3:00.0) health is Alarm; inspect it with 'npu-smi info -t health -i 3'"]
+    assert failures(nodes) == ["worker1: NPU 3 (0000:C3:00.0, card 3 chip 0) health is Alarm; "
+                               "inspect it with 'npu-smi info -t health -i 3 -c 0'"]
+
+
+def test_critical_300i_duo_chip_names_card_and_chip(nodes):
+    # An Atlas 300I Duo: two chips per card on one Bus-Id, sparse card ids (as in the field corpus).
+    nodes[1]["accelerators"]["devices"] = [
+        {"index": 2 * n + c, "name": "310P3", "health": "OK", "bus_id": "0000:%02X:00.0" % (n + 1),
+         "npu_id": [1, 2, 4, 5][n], "chip_id": c} for n in range(4) for c in range(2)]
+    nodes[1]["accelerators"]["devices"][3]["health"] = "Critical"
+    assert failures(nodes) == ["worker1: NPU 3 (0000:02:00.0, card 2 chip 1) health is Critical; "
+                               "inspect it with 'npu-smi info -t health -i 2 -c 1'"]
 
 
 def test_missing_device_is_named(nodes):
