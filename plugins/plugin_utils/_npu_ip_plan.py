@@ -451,8 +451,9 @@ def evaluate_gate(plan, results, settings=None):
     <npu_network_facts result or None>}}`` for the hosts of the play (or a
     list of such dicts with a ``host`` key).
     ``settings``: ``enforce_tls`` (bool), ``tls`` (0/1), ``verify_only``
-    (differences from the plan are failures; the plan was not applied) and
-    ``pending_ok`` (check mode: differences from the plan are expected).
+    (differences from the plan are failures; the plan was not applied),
+    ``pending_ok`` (check mode: differences from the plan are expected) and
+    ``max_loss_pct`` (a pair that loses more of its pings fails; default 0).
 
     Returns ``{'ok', 'failures', 'devices', 'matrix', 'summary', 'pending'}``;
     ``pending`` lists the hosts whose configure step reported changes.
@@ -460,6 +461,7 @@ def evaluate_gate(plan, results, settings=None):
     settings = settings or {}
     if isinstance(results, list):
         results = dict((item["host"], item) for item in results)
+    max_loss = float(settings.get("max_loss_pct") or 0)
     failures = []
     rows = []
     matrix = []
@@ -482,12 +484,13 @@ def evaluate_gate(plan, results, settings=None):
                 continue
             rows.append(_device_row(host, want, entry, dict(settings, has_config=bool(config)), failures))
         for ping in facts.get("pings") or []:
-            matrix.append(_matrix_row(host, planned, ping, failures))
+            matrix.append(_matrix_row(host, planned, ping, failures, max_loss))
 
     _duplicate_failures(rows, failures)
     _tls_failures(rows, settings, failures)
     pairs_ok = len([row for row in matrix if row["reachable"]])
     summary = {"hosts": len(hosts), "devices": len(rows), "pairs": len(matrix), "reachable": pairs_ok,
+               "lossy": len([row for row in matrix if row["lossy"]]), "max_loss_pct": max_loss,
                "all_pairs": bool(settings.get("all_pairs"))}
     pending = [host for host in hosts if (results[host].get("config") or {}).get("changed")]
     return {"ok": not failures, "failures": failures, "devices": rows, "matrix": matrix, "summary": summary,
@@ -548,18 +551,44 @@ def _device_row(host, want, entry, settings, failures):
     return row
 
 
-def _matrix_row(host, planned, ping, failures):
+def _loss(ping):
+    """Loss in percent of a ping result: the tool's figure, else from the packet counts."""
+    if ping.get("loss_pct") is not None:
+        return float(ping["loss_pct"])
+    sent, received = ping.get("transmitted"), ping.get("received")
+    if sent:
+        return round(100.0 * (sent - (received or 0)) / sent, 2)
+    return None
+
+
+def _matrix_row(host, planned, ping, failures, max_loss=0.0):
+    """One ping of the mesh; a pair is unhealthy when it gets no reply or loses more than ``max_loss`` percent."""
     peer = ping.get("peer")
     peer_device = ping.get("peer_device")
     own = planned[host].get(ping["device"], {}).get("address")
+    loss = _loss(ping)
     row = {"host": host, "device": ping["device"], "address": own, "peer": peer, "peer_device": peer_device,
            "peer_address": ping["address"], "reachable": bool(ping.get("reachable")), "rtt_ms": ping.get("rtt_ms"),
-           "loss_pct": ping.get("loss_pct"), "error": ping.get("error")}
+           "loss_pct": loss, "transmitted": ping.get("transmitted"), "received": ping.get("received"),
+           "error": ping.get("error")}
+    row["lossy"] = row["reachable"] and loss is not None and loss > max_loss
+    target = "%s device %s (%s)" % (peer, peer_device, ping["address"]) if peer else ping["address"]
     if not row["reachable"]:
-        target = "%s device %s (%s)" % (peer, peer_device, ping["address"]) if peer else ping["address"]
         reason = row["error"] or "no reply"
         failures.append("%s (%s) cannot reach %s: %s" % (_where(host, ping["device"]), own, target, reason))
+    elif row["lossy"]:
+        counts = ""
+        if row["transmitted"] is not None and row["received"] is not None:
+            counts = " (%s sent, %s received)" % (row["transmitted"], row["received"])
+        failures.append("%s (%s) loses %s%% of its pings to %s%s, more than prepare_npu_ping_max_loss_pct %s: "
+                        "check the link and the optics" % (_where(host, ping["device"]), own, _pct(loss), target,
+                                                          counts, _pct(max_loss)))
     return row
+
+
+def _pct(value):
+    """33.33 -> '33.33', 0.0 -> '0', 5.5 -> '5.5'."""
+    return ("%.2f" % value).rstrip("0").rstrip(".")
 
 
 def _duplicate_failures(rows, failures):
@@ -609,14 +638,16 @@ def gate_table(report):
     cells = {}
     for entry in report.get("matrix") or []:
         key = (entry["host"], entry["device"], entry["peer"])
-        done, total = cells.get(key, (0, 0))
-        cells[key] = (done + (1 if entry["reachable"] else 0), total + 1)
+        done, total, worst = cells.get(key, (0, 0, 0.0))
+        loss = entry.get("loss_pct") if entry["reachable"] else None
+        cells[key] = (done + (1 if entry["reachable"] else 0), total + 1, max(worst, loss or 0.0))
     columns = [("host", max([4] + [len(h) for h in peers])), ("dev", 3), ("address", 15), ("link", 4),
                ("health", 8), ("tls", 3)] + [("->" + peer, max(6, len(peer) + 2)) for peer in peers]
     lines = []
     summary = report.get("summary") or {}
-    lines.append("NPU network: %d device(s) on %d node(s); %d/%d pings answered (%s); %s" % (
+    lines.append("NPU network: %d device(s) on %d node(s); %d/%d pings answered, %d with loss above %s%% (%s); %s" % (
         summary.get("devices", 0), summary.get("hosts", 0), summary.get("reachable", 0), summary.get("pairs", 0),
+        summary.get("lossy", 0), _pct(summary.get("max_loss_pct") or 0.0),
         "all pairs" if summary.get("all_pairs") else "same-index peers",
         "OK" if report.get("ok") else "FAILED (%d problem(s))" % len(report.get("failures") or [])))
     lines.append("  ".join(name.ljust(width) for name, width in columns))
@@ -624,13 +655,16 @@ def gate_table(report):
         values = [row["host"], row["device"], row["address"] or "-", row["link"] or "?", row["net_health"] or "?",
                   "?" if row["tls"] is None else row["tls"]]
         for peer in peers:
-            done, total = cells.get((row["host"], row["device"], peer), (0, 0))
+            done, total, worst = cells.get((row["host"], row["device"], peer), (0, 0, 0.0))
             if peer == row["host"] or total == 0:
                 values.append("-")
-            elif done == total:
-                values.append("ok")
-            else:
+            elif done < total:
                 values.append("FAIL" if total == 1 else "%d/%d" % (done, total))
+            elif worst > 0:
+                # The worst loss of the pings in this cell, e.g. "33.33%" (a failure above the limit).
+                values.append("%s%%" % _pct(worst))
+            else:
+                values.append("ok")
         lines.append("  ".join(str(value).ljust(width) for value, (_name, width) in zip(values, columns)).rstrip())
     return "\n".join(lines)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from unittest.mock import patch
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.aihost.llm_cluster.plugins.filter import npu_ip_plan as plan_filter
+from ansible_collections.aihost.llm_cluster.plugins.module_utils import _hccn as hccn
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _npu_ip_plan as plan_utils
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._npu_ip_plan import (
     compute_plan,
@@ -22,6 +24,8 @@ from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._npu_ip_plan im
     plan_problems,
     rank_table,
 )
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures", "vendor")
 
 HOSTS = ["master1", "worker1", "worker2"]
 
@@ -338,12 +342,14 @@ def healthy(plan):
 def test_gate_passes_on_a_healthy_cluster(plan):
     report = evaluate_gate(plan, healthy(plan))
     assert report["ok"] and report["failures"] == []
-    assert report["summary"] == {"hosts": 3, "devices": 24, "pairs": 48, "reachable": 48, "all_pairs": False}
+    assert report["summary"] == {"hosts": 3, "devices": 24, "pairs": 48, "reachable": 48, "lossy": 0,
+                                 "max_loss_pct": 0.0, "all_pairs": False}
     assert report["matrix"][0] == {"host": "master1", "device": 0, "address": "10.10.1.1", "peer": "worker1",
                                    "peer_device": 0, "peer_address": "10.10.2.1", "reachable": True, "rtt_ms": 0.08,
-                                   "loss_pct": 0.0, "error": None}
+                                   "loss_pct": 0.0, "transmitted": None, "received": None, "lossy": False,
+                                   "error": None}
     table = gate_table(report).splitlines()
-    assert table[0] == "NPU network: 24 device(s) on 3 node(s); 48/48 pings answered (same-index peers); OK"
+    assert table[0] == "NPU network: 24 device(s) on 3 node(s); 48/48 pings answered, 0 with loss above 0% (same-index peers); OK"
     assert table[1].split() == ["host", "dev", "address", "link", "health", "tls", "->master1", "->worker1", "->worker2"]
     assert table[2].split() == ["master1", "0", "10.10.1.1", "UP", "Init", "1", "-", "ok", "ok"]
     assert len(table) == 26
@@ -443,9 +449,42 @@ def test_gate_table_all_pairs_cells():
         results[host] = {"config": None, "facts": {"devices": facts_for(plan, host)["devices"], "pings": pings}}
     report = evaluate_gate(plan, results, {"all_pairs": True})
     lines = gate_table(report).splitlines()
-    assert "2/4 pings" not in lines[0] and "6/8 pings answered (all pairs)" in lines[0]
+    assert "2/4 pings" not in lines[0] and "6/8 pings answered, 0 with loss above 0% (all pairs)" in lines[0]
     assert lines[2].split()[-2:] == ["-", "1/2"]
     assert "a device 0 (10.10.1.1) cannot reach b device 1 (10.10.2.2): no reply" in report["failures"]
+
+
+def test_partial_loss_fails_the_pair_and_shows_in_the_matrix(plan):
+    """3 sent, 2 received (the hccn_tool capture of the field corpus) is 33 % loss: unhealthy by default."""
+    results = healthy(plan)
+    with open(os.path.join(FIXTURES, "hccn-ping-g-partial-loss-doc.txt"), encoding="utf-8") as handle:
+        parsed = hccn.parse_ping(handle.read())
+    ping = results["worker1"]["facts"]["pings"][2]
+    ping.update(reachable=parsed["reachable"], loss_pct=parsed["loss_pct"], transmitted=parsed["transmitted"],
+                received=parsed["received"])
+    report = evaluate_gate(plan, results)
+    assert not report["ok"]
+    assert report["failures"] == [
+        "worker1 device %d (%s) loses 33.33%% of its pings to %s device %d (%s) (3 sent, 2 received), more than "
+        "prepare_npu_ping_max_loss_pct 0: check the link and the optics" % (
+            ping["device"], plan["hosts"]["worker1"]["devices"][ping["device"]]["address"], ping["peer"],
+            ping["peer_device"], ping["address"])]
+    assert report["summary"]["reachable"] == 48 and report["summary"]["lossy"] == 1
+    table = gate_table(report).splitlines()
+    assert "48/48 pings answered, 1 with loss above 0%" in table[0]
+    row = [line for line in table if line.startswith("worker1") and line.split()[1] == str(ping["device"])][0]
+    assert "33.33%" in row.split()
+    # A higher limit accepts the same pair; an exact-limit loss is not above it.
+    assert evaluate_gate(plan, results, {"max_loss_pct": 40})["ok"]
+    assert evaluate_gate(plan, results, {"max_loss_pct": 33.33})["ok"]
+
+
+def test_loss_is_computed_from_the_counts_when_the_summary_has_no_percentage(plan):
+    results = healthy(plan)
+    results["master1"]["facts"]["pings"][0].update(loss_pct=None, transmitted=4, received=3)
+    report = evaluate_gate(plan, results)
+    assert report["matrix"][0]["loss_pct"] == 25.0
+    assert len(report["failures"]) == 1 and "loses 25% of its pings" in report["failures"][0]
 
 
 # ------------------------------------------------------------------- filters
