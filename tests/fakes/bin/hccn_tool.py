@@ -301,6 +301,18 @@ def cmd_net_health(node: Node, dev: int, op: str, params: list[str]) -> fl.Exit:
     return fl.Exit(0, out=f"net health status: {status}\n")
 
 
+def ping_lost(node: Node, target: str, sent: int) -> int:
+    """Packets (of ``sent``) the ``ping_lost`` knob drops to ``target``: keyed by address or peer node name."""
+    knob = node.state.get("ping_lost", {}) or {}
+    lost = knob.get(target)
+    if lost is None:
+        for host, _link in node.peers_with(target):
+            if host in knob:
+                lost = knob[host]
+                break
+    return max(0, min(int(lost or 0), sent - 1))
+
+
 def cmd_ping(node: Node, dev: int, op: str, params: list[str]) -> fl.Exit:
     pairs = parse_pairs(params, ("address", "pkt"), ("address",))
     target = pairs["address"]
@@ -317,6 +329,22 @@ def cmd_ping(node: Node, dev: int, op: str, params: list[str]) -> fl.Exit:
     head = f"device {dev} PING {target}"
     if reachable:
         rtts = node.state.get("ping_rtt_ms", [0.114, 0.067, 0.063])
+        lost = ping_lost(node, target, len(rtts))
+        if lost:
+            # Partial loss as a public guide shows it: "recv time out seq=N" for each lost
+            # packet, then "3 packets transmitted, 2 received, 33.33% packet loss". The exit
+            # status of a partly answered ping is not known; 0, since replies came back.
+            received = len(rtts) - lost
+            return fl.Exit(
+                0,
+                out=fl.lines(
+                    head,
+                    *(f"recv time out seq={seq}" if seq < lost else f"recv seq={seq},time={rtt:.6f}ms"
+                      for seq, rtt in enumerate(rtts)),
+                    f"{len(rtts)} packets transmitted, {received} received, "
+                    f"{100.0 * lost / len(rtts):.2f}% packet loss",
+                ),
+            )
         return fl.Exit(
             0,
             out=fl.lines(

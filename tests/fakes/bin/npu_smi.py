@@ -29,6 +29,33 @@ DEVICE_HEADER = (
 )
 PROCESS_HEADER = "| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |"
 
+# Driver 26.x: 116 columns and a fifth process column (real 26.0.rc1 / 26.1.0 captures).
+TOP_RULE_26 = "+" + "-" * 114 + "+"
+RULE_26 = "+" + "-" * 27 + "+" + "-" * 15 + "+" + "-" * 70 + "+"
+EQ_RULE_26 = "+" + "=" * 27 + "+" + "=" * 15 + "+" + "=" * 70 + "+"
+DEVICE_HEADER_26 = (
+    "| NPU   Name                | Health        | Power(W)             Temp(C)                 Hugepages-Usage(page)   |",
+    "| Chip                      | Bus-Id        | AICore(%)            Memory-Usage(MB)        HBM-Usage(MB)           |",
+)
+PROCESS_HEADER_26 = (
+    "| NPU     Chip              | Process id    | Process name       | Process memory(MB)    | Process id in container |"
+)
+
+# Atlas 300I Duo (310P3): 104 columns, Memory-Usage only, two chips per card on one
+# Bus-Id (real 25.0.rc1.b033 / 25.2.0 / 25.5.0 captures). No capture shows its
+# process table: the one below uses the card's widths with the A2 column names.
+TOP_RULE_310P = "+" + "-" * 104 + "+"
+RULE_310P = "+" + "-" * 31 + "+" + "-" * 17 + "+" + "-" * 54 + "+"
+EQ_RULE_310P = "+" + "=" * 31 + "+" + "=" * 17 + "+" + "=" * 54 + "+"
+DEVICE_HEADER_310P = (
+    "| NPU     Name                  | Health          | Power(W)     Temp(C)           Hugepages-Usage(page) |",
+    "| Chip    Device                | Bus-Id          | AICore(%)    Memory-Usage(MB)                        |",
+)
+PROCESS_HEADER_310P = (
+    f"| {'NPU     Chip':<30}| {'Process id':<16}| {'Process name':<26}| {'Process memory(MB)':<26}|"
+)
+LAYOUTS = ("a2", "a2-26", "310p")
+
 TOPO_LEGEND = (
     "",
     "Legend:",
@@ -101,26 +128,117 @@ class Npu:
         self.state = state
         self.section = state.get("npu", {})
         self.version = state.get("driver_version", "")
+        self.layout = self.section.get("table_layout", "a2")
+        if self.layout not in LAYOUTS:
+            raise fl.Exit(1, err=f"npu-smi (fake): unknown npu.table_layout {self.layout!r}\n")
         self.devices = state.devices("npu", "id")
         for dev in self.devices:
             dev["health"] = state.knob("health", dev["id"], dev.get("health", "OK"))
+            # A device is one chip: `id` is its logic id (/dev/davinci<id>, hccn_tool -i),
+            # `card` the NPU id npu-smi prints (-i), `chip` its chip id on the card (-c).
+            dev.setdefault("card", dev["id"])
+            dev.setdefault("chip", 0)
 
-    def device(self, card: str | None) -> dict:
+    def cards(self) -> list[tuple[int, list[dict]]]:
+        """(card id, chips) in output order."""
+        cards: dict[int, list[dict]] = {}
+        for dev in self.devices:
+            cards.setdefault(dev["card"], []).append(dev)
+        return list(cards.items())
+
+    def device(self, card: str | None, chip: str | None = None) -> dict:
         if card is None:
             raise fail(ERR_INVALID_PARAMETER, "\nThis command must input card id.\n\n")
-        for dev in self.devices:
-            if card.isdigit() and dev["id"] == int(card):
-                return dev
+        for number, chips in self.cards():
+            if card.isdigit() and number == int(card):
+                if chip is None:
+                    return chips[0]
+                for dev in chips:
+                    if chip.isdigit() and dev["chip"] == int(chip):
+                        return dev
+                raise fail(ERR_INVALID_PARAMETER, "Invalid chip id.\n")
         raise fail(ERR_INVALID_PARAMETER, "Invalid card id.\n")
 
     def firmware(self, dev: dict) -> str:
         return dev.get("firmware_version") or self.section.get("firmware_version", "")
 
-    def processes(self, dev: dict) -> list[dict]:
-        return [p for p in self.state.get("processes", []) if p.get("npu") is not None and int(p["npu"]) == dev["id"]]
+    def processes(self, card: int) -> list[dict]:
+        return [p for p in self.state.get("processes", []) if p.get("npu") is not None and int(p["npu"]) == card]
 
 
 def show_table(npu: Npu) -> str:
+    if npu.layout == "a2-26":
+        return show_table_26(npu)
+    if npu.layout == "310p":
+        return show_table_310p(npu)
+    return show_table_a2(npu)
+
+
+def _power(dev: dict) -> str:
+    if dev.get("power") is None:
+        return "-"
+    if dev["power"] == "NA":
+        return "NA"
+    return f"{float(dev['power']):.1f}"
+
+
+def show_table_26(npu: Npu) -> str:
+    rows = [TOP_RULE_26, f"| npu-smi {npu.version:<36}Version: {npu.version:<60}|", RULE_26, *DEVICE_HEADER_26,
+            EQ_RULE_26]
+    for dev in npu.devices:
+        rows.append(
+            f"| {dev['card']:<5} {dev['name']:<20}| {dev['health']:<14}"
+            f"| {_power(dev):<21}{dev['temp']:<24}{dev['hugepages_used']:<5}/ {dev['hugepages_total']:<17}|"
+        )
+        rows.append(
+            f"| {dev['chip']:<26}| {dev['bus_id'].upper():<14}"
+            f"| {dev['aicore']:<21}{dev['memory_used']:<5}/ {dev['memory_total']:<17}"
+            f"{dev['hbm_used']:<5}/ {dev['hbm_total']:<17}|"
+        )
+        rows.append(EQ_RULE_26)
+    rows += [RULE_26, PROCESS_HEADER_26, EQ_RULE_26]
+    for card, _chips in npu.cards():
+        procs = npu.processes(card)
+        if not procs:
+            rows.append(f"| {'No running processes found in NPU ' + str(card):<113}|")
+        for proc in procs:
+            rows.append(
+                f"| {proc['npu']:<8}{proc.get('chip', 0):<18}| {proc['pid']:<14}"
+                f"| {proc.get('name', ''):<19}| {proc.get('memory_mb', 0):<22}| {proc.get('container_pid', 'NA'):<24}|"
+            )
+        rows.append(EQ_RULE_26)
+    return fl.lines(*rows)
+
+
+def show_table_310p(npu: Npu) -> str:
+    rows = [TOP_RULE_310P, f"| npu-smi {npu.version:<41}Version: {npu.version:<45}|", RULE_310P,
+            *DEVICE_HEADER_310P, EQ_RULE_310P]
+    for card, chips in npu.cards():
+        for position, dev in enumerate(chips):
+            rows.append(
+                f"| {card:<8}{dev['name']:<22}| {dev['health']:<16}"
+                f"| {_power(dev):<13}{dev['temp']:<18}{dev['hugepages_used']:<6}/ {dev['hugepages_total']:<14}|"
+            )
+            rows.append(
+                f"| {dev['chip']:<8}{dev['id']:<22}| {dev['bus_id'].upper():<16}"
+                f"| {dev['aicore']:<13}{dev['memory_used']:<5}/ {dev['memory_total']:<33}|"
+            )
+            rows.append(EQ_RULE_310P if position == len(chips) - 1 else RULE_310P)
+    rows += [RULE_310P, PROCESS_HEADER_310P, EQ_RULE_310P]
+    for card, _chips in npu.cards():
+        procs = npu.processes(card)
+        if not procs:
+            rows.append(f"| {'No running processes found in NPU ' + str(card):<101}|")
+        for proc in procs:
+            rows.append(
+                f"| {proc['npu']:<8}{proc.get('chip', 0):<22}| {proc['pid']:<16}"
+                f"| {proc.get('name', ''):<26}| {proc.get('memory_mb', 0):<26}|"
+            )
+        rows.append(EQ_RULE_310P)
+    return fl.lines(*rows)
+
+
+def show_table_a2(npu: Npu) -> str:
     rows = [TOP_RULE, f"| npu-smi {npu.version:<24} Version: {npu.version:<53}|", RULE, *DEVICE_HEADER, EQ_RULE]
     for dev in npu.devices:
         power = "-" if dev.get("power") is None else f"{float(dev['power']):.1f}"
@@ -136,9 +254,9 @@ def show_table(npu: Npu) -> str:
         rows.append(EQ_RULE)
     rows += [RULE, PROCESS_HEADER, EQ_RULE]
     for dev in npu.devices:
-        procs = npu.processes(dev)
+        procs = npu.processes(dev["card"])
         if not procs:
-            rows.append(f"| {'No running processes found in NPU ' + str(dev['id']):<95}|")
+            rows.append(f"| {'No running processes found in NPU ' + str(dev['card']):<95}|")
         for proc in procs:
             rows.append(
                 f"| {proc['npu']:<8}{proc.get('chip', 0):<18}| {proc['pid']:<14}"
@@ -149,18 +267,22 @@ def show_table(npu: Npu) -> str:
 
 
 def show_list(npu: Npu) -> str:
-    out = fl.lines(fl.kv("Total Count", len(npu.devices)), "")
-    for dev in npu.devices:
-        out += fl.lines(fl.kv("NPU ID", dev["id"]), fl.kv("Chip Count", 1), "")
+    cards = npu.cards()
+    out = fl.lines(fl.kv("Total Count", len(cards)), "")
+    for card, chips in cards:
+        out += fl.lines(fl.kv("NPU ID", card), fl.kv("Chip Count", len(chips)), "")
     return out
 
 
 def show_mapping(npu: Npu) -> str:
     rows = [f"\t{'NPU ID':<30} {'Chip ID':<30} {'Chip Logic ID':<30} {'Chip Name':<30}"]
-    for logic_id, dev in enumerate(npu.devices):
-        rows.append(f"\t{dev['id']:<30} {0:<30} {logic_id:<30} {dev['chip_type']} {dev['name']}")
-        if dev.get("mcu"):
-            rows.append(f"\t{dev['id']:<30} {1:<30} {'-':<30} {'Mcu':<30}")
+    logic_id = 0
+    for card, chips in npu.cards():
+        for dev in chips:
+            rows.append(f"\t{card:<30} {dev['chip']:<30} {logic_id:<30} {dev['chip_type']} {dev['name']}")
+            logic_id += 1
+        if chips[0].get("mcu"):
+            rows.append(f"\t{card:<30} {len(chips):<30} {'-':<30} {'Mcu':<30}")
     return fl.lines(*rows)
 
 
@@ -182,7 +304,7 @@ def show_board(npu: Npu, dev: dict, chip: str | None) -> str:
     bus = dev["bus_id"].upper()
     if chip is not None:
         return fl.lines(
-            fl.kv("NPU ID", dev["id"]),
+            fl.kv("NPU ID", dev["card"]),
             fl.kv("Chip ID", chip),
             fl.kv("Chip Type", dev["chip_type"]),
             fl.kv("Chip Name", dev["name"]),
@@ -196,7 +318,7 @@ def show_board(npu: Npu, dev: dict, chip: str | None) -> str:
             fl.kv("PCIe Bus Info", bus),
             fl.kv("Firmware Version", npu.firmware(dev)),
         )
-    rows = [fl.kv("NPU ID", dev["id"])]
+    rows = [fl.kv("NPU ID", dev["card"])]
     if dev.get("product_name"):  # newer drivers and A2 servers print the product block
         rows += [
             fl.kv("Product Name", dev["product_name"]),
@@ -218,7 +340,7 @@ def show_board(npu: Npu, dev: dict, chip: str | None) -> str:
         fl.kv("PCI Device ID", dev["pci_device_id"]),
         fl.kv("Subsystem Vendor ID", dev["subsystem_vendor_id"]),
         fl.kv("Subsystem Device ID", dev["subsystem_device_id"]),
-        fl.kv("Chip Count", 1),
+        fl.kv("Chip Count", len(dict(npu.cards())[dev["card"]])),
     ]
     return fl.lines(*rows)
 
@@ -228,7 +350,7 @@ def show_health(npu: Npu, dev: dict, chip: str | None) -> str:
     tail = [fl.kv("Error Code", code), fl.kv("Error Information", "NA")]
     if chip is not None:
         return fl.lines(fl.kv("Health Status", dev["health"]), *tail)
-    return fl.lines(fl.kv("NPU ID", dev["id"]), fl.kv("Health", dev["health"]), *tail)
+    return fl.lines(fl.kv("NPU ID", dev["card"]), fl.kv("Health", dev["health"]), *tail)
 
 
 def parse_info_options(args: list[str]) -> dict[str, str | None]:
@@ -269,9 +391,7 @@ def cmd_info(npu: Npu, args: list[str]) -> str:
         raise fail(ERR_INVALID_PARAMETER, "Error parameter of -t\n")
     if stype not in ("board", "health"):
         raise fail(ERR_NOT_SUPPORT, f"This device does not support querying {stype}.\n")
-    dev = npu.device(card)
-    if chip is not None and chip != "0":
-        raise fail(ERR_INVALID_PARAMETER, "Invalid chip id.\n")
+    dev = npu.device(card, chip)
     return show_board(npu, dev, chip) if stype == "board" else show_health(npu, dev, chip)
 
 

@@ -568,3 +568,92 @@ def test_cpu_only_profile_has_no_accelerators(make_node, profile):
     assert node.run("npu-smi", "info").returncode == 187
     assert node.run("nvidia-smi").returncode == 9
     assert node.run("hccn_tool", "-i", "0", "-link", "-g").stderr == "The device is not exist!\n"
+
+
+# ------------------------------------------------ field layouts (issue 14)
+
+
+def test_driver26_profile_prints_the_26_1_0_capture(make_node, profile, vendor):
+    state = profile("atlas-800i-a2-driver26")
+    state["processes"] = [{"npu": 0, "chip": 0, "pid": 485946, "name": "pytest", "memory_mb": 5175}]
+    result = make_node("n1", state).run("npu-smi", "info")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == vendor("npu-smi-info-910b3x8-26.1.0-procs.txt")
+
+
+def test_driver26_layout_prints_the_26_0_rc1_capture(make_node, profile, vendor):
+    state = profile("atlas-800i-a2-driver26")
+    state["driver_version"] = "26.0.rc1"
+    state["npu"]["device_defaults"].update(name="910B4", hbm_total=32768)
+    state["npu"]["devices"] = [dict(state["npu"]["devices"][0], power=82.6, temp=32, hbm_used=2871)]
+    result = make_node("n1", state).run("npu-smi", "info")
+    # The published copy ends at the last process line.
+    assert result.stdout.startswith(vendor("npu-smi-info-910b4-26.0.rc1.txt"))
+    assert result.stdout[len(vendor("npu-smi-info-910b4-26.0.rc1.txt")):] == "+" + "+".join(
+        ["=" * 27, "=" * 15, "=" * 70]) + "+\n"
+
+
+def duo_card(state, card, driver, chips):
+    """The 300I Duo profile cut down to one card of a capture: chips = [(temp, used, total), ...]."""
+    state["driver_version"] = driver
+    first = state["npu"]["devices"][0]
+    state["npu"]["devices"] = [dict(first, id=chip, card=card, chip=chip, temp=temp, memory_used=used,
+                                    memory_total=total) for chip, (temp, used, total) in enumerate(chips)]
+    return state
+
+
+@pytest.mark.parametrize(
+    ("card", "driver", "chips", "sample", "lines"),
+    [
+        (2, "25.2.0", [(45, 1529, 44280), (43, 1412, 43693)], "npu-smi-info-300iduo-25.2.0-excerpt.txt", 12),
+        (1, "25.0.rc1.b033", [(52, 1607, 47304), (50, 1379, 46717)],
+         "npu-smi-info-300iduo-25.0.rc1.b033-excerpt.txt", 12),
+    ],
+)
+def test_300i_duo_profile_prints_the_captures(make_node, profile, vendor, card, driver, chips, sample, lines):
+    state = duo_card(profile("atlas-300i-duo"), card, driver, chips)
+    result = make_node("n1", state).run("npu-smi", "info")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert "".join(result.stdout.splitlines(True)[:lines]) == vendor(sample)
+
+
+def test_300i_duo_hugepages_capture(make_node, profile, vendor):
+    state = duo_card(profile("atlas-300i-duo"), 0, "25.5.0", [(58, 37623, 44278)])
+    state["npu"]["devices"][0].update(hugepages_used=18047, hugepages_total=18047)
+    result = make_node("n1", state).run("npu-smi", "info")
+    sample = vendor("npu-smi-info-300iduo-25.5.0-hugepages-excerpt.txt")
+    # The capture's second card is cut off; its separator after chip 0 is the card-internal rule.
+    assert "".join(result.stdout.splitlines(True)[:8]) == "".join(sample.splitlines(True)[:8])
+
+
+def test_300i_duo_cards_chips_and_health(make_node, profile):
+    state = profile("atlas-300i-duo")
+    state["health"] = {"3": "Critical"}
+    node = make_node("n1", state)
+    listing = node.run("npu-smi", "info", "-l").stdout
+    assert "Total Count                    : 4" in listing
+    assert listing.count("Chip Count                     : 2") == 4
+    mapping = node.run("npu-smi", "info", "-m").stdout.splitlines()
+    assert [line.split()[:3] for line in mapping[1:4]] == [["1", "0", "0"], ["1", "1", "1"], ["1", "2", "-"]]
+    assert node.run("npu-smi", "info", "-t", "health", "-i", "2", "-c", "1").stdout == (
+        "\tHealth Status                  : Critical\n\tError Code                     : NA\n"
+        "\tError Information              : NA\n")
+    assert node.run("npu-smi", "info", "-t", "health", "-i", "2", "-c", "2").returncode == 215
+    assert node.run("npu-smi", "info", "-t", "health", "-i", "3").returncode == 215
+    board = node.run("npu-smi", "info", "-t", "board", "-i", "4").stdout
+    assert "PCI Device ID                  : 0xD500" in board and "Chip Count                     : 2" in board
+    table = node.run("npu-smi", "info").stdout
+    assert "| 2       310P3                 | Critical        | NA " in table
+
+
+def test_hccn_ping_lost_knob_reproduces_the_partial_loss_capture(pair, atlas, vendor):
+    node_a = pair[0]
+    atlas["ping_lost"] = {"node-b": 1}
+    atlas["ping_rtt_ms"] = [0.1, 0.097, 0.066]
+    node_a.write(atlas)
+    configure(node_a, 0, "11.12.165.79")
+    result = node_a.run("hccn_tool", "-i", "0", "-ping", "-g", "address", "11.12.165.80")
+    assert (result.returncode, result.stderr) == (0, "")
+    # The guide's capture types "seq=O" for the first sequence number.
+    assert result.stdout == "device 0 PING 11.12.165.80\n" + vendor("hccn-ping-g-partial-loss-doc.txt").replace(
+        "seq=O", "seq=0")
