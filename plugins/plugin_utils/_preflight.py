@@ -255,6 +255,8 @@ def evaluate(nodes, settings):
             "checks": host.checks,
             "summary": {
                 "accelerator": accel.get("type"),
+                "product": accel.get("product"),
+                "memory_kind": accel.get("memory_kind"),
                 "devices": accel.get("count", 0),
                 "unhealthy": sum(1 for d in accel.get("devices") or [] if d.get("health") != "OK"),
                 "driver": accel.get("driver_version"),

@@ -1,6 +1,7 @@
 # Copyright (c) 2026 aihost.llm_cluster contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""An NVIDIA 8-GPU node and a CPU-only node, each a single-node cluster."""
+"""An NVIDIA 8-GPU node, a CPU-only node, an Atlas 300I Duo node and an Atlas 800I A2 node on
+driver 26.x, each a single-node cluster."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import os
 testinfra_hosts = ["ansible://all"]
 
 ARTIFACTS = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "artifacts")
-EXPECTED = {"gpu1": ("gpu", "8 GPUs"), "cpu1": ("none", None)}
+EXPECTED = {"gpu1": ("gpu", "8 GPUs"), "cpu1": ("none", None), "duo1": ("npu", "8 NPUs"), "a26": ("npu", "8 NPUs")}
+# product, memory kind and driver of the NPU nodes, as the fake npu-smi prints them
+NPU = {"duo1": ("Atlas 300I Duo", "DDR", "25.2.0"), "a26": ("Atlas A2", "HBM", "26.1.0")}
 
 
 def env_of(host):
@@ -33,7 +36,10 @@ def test_env_file_matches_the_profile(host):
     # ray_device: auto resolves to the interface of the default route.
     assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == "eth0"
     assert env["vLLM_MODEL_BACKEND"] == "Native"
-    assert "ASCEND_RT_VISIBLE_DEVICES" not in env
+    if kind == "npu":
+        assert env["ASCEND_RT_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
+    else:
+        assert "ASCEND_RT_VISIBLE_DEVICES" not in env
 
 
 def test_preflight_report_matches_the_profile(host):
@@ -51,3 +57,13 @@ def test_preflight_report_matches_the_profile(host):
         assert "device_count" not in details
     assert details["reachability"] == "no peers"
     assert details["clock"].startswith("clock offset not measured")
+
+
+def test_nodes_report_product_memory_and_driver(host):
+    name = host.backend.get_hostname()
+    summary = report_of(name)["summary"]
+    if name in NPU:
+        assert (summary["product"], summary["memory_kind"], summary["driver"]) == NPU[name]
+    else:
+        assert (summary["product"], summary["memory_kind"]) == (None, None)
+    assert summary["unhealthy"] == 0
