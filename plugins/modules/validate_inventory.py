@@ -17,6 +17,12 @@ description:
   - Checks the groups, C(node_num), ports, backend and model choices, C(model_path), the cluster interface
     of every host, CIDRs and booleans, and reports every problem at once. Each message names the variable,
     the offending value and the fix.
+  - Never fails with a traceback on a hostile value (a Unicode digit, a 5000-digit number, a list where a
+    string belongs); such a value is reported as a problem of its variable, and every other check still runs.
+  - Checks every port the cluster uses against every other one, including the fixed ports and the worker
+    port range of the roles' defaults (O(cluster_ports)).
+  - Warnings (clear-text C(ansible_password), variables no role reads, with the nearest known name,
+    inventory hosts outside both groups) are listed with the errors; they fail the run only when O(strict) is true.
   - Reads the group members from O(head_group) and O(worker_group), and each member's interface variable
     (O(interface_var)) and C(ansible_host) from its host variables.
 options:
@@ -48,6 +54,10 @@ options:
     description: Absolute directory of the weights, identical on every node.
     type: raw
     required: true
+  paths:
+    description: More absolute directories by variable name; each must be normalised and free of whitespace and control characters.
+    type: dict
+    default: {}
   interface_var:
     description:
       - Name of the host variable that holds the cluster network interface. Each host must have it,
@@ -56,6 +66,10 @@ options:
     default: ray_device
   cidrs:
     description: CIDRs by variable name (a string or a list of strings); each must parse and have no host bits set.
+    type: dict
+    default: {}
+  cidr_lists:
+    description: Lists of IPv4 CIDRs by variable name (the firewall's client set); a string or an IPv6 network is refused.
     type: dict
     default: {}
   booleans:
@@ -70,6 +84,20 @@ options:
     description: Container settings to check when set (C(image_name), C(image_tag), C(container_name)).
     type: dict
     default: {}
+  env_maps:
+    description: Mappings of environment variables by variable name; every key must be an environment variable name.
+    type: dict
+    default: {}
+  cluster_ports:
+    description:
+      - Also check the ports and port ranges of the roles' defaults (Ray's fixed ports and worker range, the rsync
+        daemon port), as overridden by the inventory.
+    type: bool
+    default: true
+  strict:
+    description: Fail on warnings too.
+    type: raw
+    default: false
 attributes:
   check_mode:
     description: Can run in check mode and return the same result.
@@ -113,6 +141,12 @@ errors:
   type: list
   elements: str
   sample: ["node_num = 3 but the inventory has 2 host(s) (master1, worker1): set node_num: 2 or add/remove hosts."]
+warnings_found:
+  description: Every warning found (not fatal unless O(strict)).
+  returned: always
+  type: list
+  elements: str
+  sample: ["model_weight_path (every node) is not a variable this collection knows: did you mean model_path?"]
 hosts:
   description: The cluster members, head first.
   returned: always

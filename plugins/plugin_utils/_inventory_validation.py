@@ -4,57 +4,175 @@
 # PRIVATE to the aihost.llm_cluster collection: no compatibility promise.
 """Checks of an inventory and its variables, run on the controller before any host is touched.
 
-``validate(spec)`` returns every problem at once, as messages that name the
-variable, the offending value and the fix. It is a pure function so the
-action plugin, the tests and anyone else see the same verdicts.
+``verdict(spec)`` returns every problem at once, as messages that name the
+variable, the offending value and the fix, split into errors (the run stops)
+and warnings (the run goes on unless strict). ``validate(spec)`` returns the
+errors only. Both are pure functions so the action plugin, the tests and
+anyone else see the same verdicts.
+
+Nothing here raises: an inventory is hostile input. Every check runs on its
+own; a check that meets a value it cannot read reports that value (and its
+variable) as an error, and the other checks still run.
 """
 
 from __future__ import annotations
 
+import difflib
+import ipaddress
+import math
 import posixpath
 import re
-
-try:
-    import netaddr
-except ImportError:  # pragma: no cover - reported by the action plugin
-    netaddr = None
+import unicodedata
 
 BACKEND_TYPES = ("MindFormers", "Native")
 MODEL_TYPES = ("safetensors", "ckpt")
 INTERFACE_AUTO = "auto"
 PORT_EXAMPLES = {"ray_port": 6379, "llm_port": 8000, "dp_port": 12570}
-_IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
-_CONTAINER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_IMAGE_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_IFNAME_RE = re.compile(r"[A-Za-z0-9_.:@-]{1,15}", re.ASCII)
+_CONTAINER_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", re.ASCII)
+_IMAGE_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", re.ASCII)
+# Docker's reference grammar: an optional registry host[:port], then lowercase path components.
+_IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_NAME_RE = re.compile(r"(?:[A-Za-z0-9.-]+(?::[0-9]{1,5})?/)?%s(?:/%s)*" % (_IMAGE_COMPONENT, _IMAGE_COMPONENT),
+                            re.ASCII)
+_DIGITS_RE = re.compile(r"[0-9]{1,18}", re.ASCII)
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+_SHOW_LIMIT = 80
+
+
+# --- Showing values -------------------------------------------------------------------------------------------
+
+
+def _char(c):
+    """One character as the message shows it: printable as is, the rest escaped (\\n, \\x1b, \\u202e)."""
+    if c == " " or (c.isprintable() and not c.isspace()):
+        return c
+    code = ord(c)
+    if c == "\n":
+        return "\\n"
+    if c == "\t":
+        return "\\t"
+    if c == "\r":
+        return "\\r"
+    return "\\x%02x" % code if code < 0x100 else "\\u%04x" % code if code < 0x10000 else "\\U%08x" % code
+
+
+def _show_str(value):
+    text = "".join(_char(c) for c in value[:_SHOW_LIMIT])
+    if len(value) > _SHOW_LIMIT:
+        text += "... (%d characters)" % len(value)
+    return "'%s'" % text
+
+
+def _show_int(value):
+    if value.bit_length() > 64:
+        digits = int(math.log10(abs(value)))
+        if 10 ** digits > abs(value):
+            digits -= 1
+        elif 10 ** (digits + 1) <= abs(value):
+            digits += 1
+        return "an integer of %d digits" % (digits + 1)
+    return "%d" % value
 
 
 def _show(value):
-    """Render a value the way the operator wrote it, with its type when it surprises."""
+    """Render a value the way the operator wrote it, with its type when it surprises. Never raises."""
+    try:
+        if isinstance(value, str):
+            return _show_str(value)
+        if isinstance(value, bool):
+            return "%s (boolean)" % value
+        if isinstance(value, int):
+            shown = _show_int(value)
+            return shown if shown.startswith("an integer") else "%s (integer)" % shown
+        if isinstance(value, float):
+            return "%r (number)" % value
+        if isinstance(value, (list, tuple)):
+            return "a list of %d item(s)" % len(value) if len(value) > 3 else "%s (list)" % _brief(value)
+        if isinstance(value, dict):
+            return "a mapping of %d key(s)" % len(value) if len(value) > 3 else "%s (mapping)" % _brief(value)
+        if value is None:
+            return "None (null)"
+        return "a value of type %s" % type(value).__name__
+    except Exception:  # pylint: disable=broad-except
+        return "a value of type %s" % type(value).__name__
+
+
+def _brief(value):
+    if isinstance(value, dict):
+        return "{%s}" % ", ".join("%s: %s" % (_brief(k), _brief(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return "[%s]" % ", ".join(_brief(v) for v in value)
     if isinstance(value, str):
-        return "'%s'" % value
-    for kind, word in ((bool, "boolean"), (int, "integer"), (float, "number"), (list, "list"), (dict, "mapping")):
-        if isinstance(value, kind):
-            return "%s (%s)" % (value, word)
-    return "%s (%s)" % (value, "null" if value is None else type(value).__name__)
+        return _show_str(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _show_int(value)
+    if isinstance(value, (bool, float)) or value is None:
+        return repr(value)
+    return type(value).__name__
+
+
+# --- Reading values -------------------------------------------------------------------------------------------
 
 
 def _as_int(value):
-    """Return value as int when it is an integer or a string of digits, else None (bools are not ints)."""
+    """Return value as int when it is an integer or a string of ASCII digits only (at most 18), else None.
+
+    Booleans are not integers; '²' and other Unicode digits are not digits here, and
+    neither is a number too long to be a port or a node count.
+    """
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+        return value if value.bit_length() <= 60 else None
+    if isinstance(value, str) and _DIGITS_RE.fullmatch(value):
+        return int(value)
     return None
 
 
-def _check_groups(spec, errors):
-    groups = spec.get("groups") or {}
-    head_group = spec["head_group"]
-    worker_group = spec["worker_group"]
-    heads = list(groups.get(head_group) or [])
-    workers = list(groups.get(worker_group) or [])
+def _bad_chars(value):
+    """Names of the characters that cannot appear in a name or path: control characters and whitespace."""
+    found = []
+    for c in value:
+        if c.isspace() or unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+            word = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab", " ": "a space"}.get(
+                c, "the character %s" % _char(c) if not c.isspace() else "the space character %s" % _char(c))
+            if word not in found:
+                found.append(word)
+    return found
+
+
+def _label(value):
+    """A variable or group name for a message (inventories may use other types as names)."""
+    return value if isinstance(value, str) else _brief(value)
+
+
+def _items(spec, key):
+    """The (name, value) pairs of a mapping in spec, names as strings, sorted; [] when it is no mapping."""
+    return sorted(((_label(k), v) for k, v in _dict(spec, key).items()), key=lambda kv: kv[0])
+
+
+def _dict(spec, key):
+    value = spec.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _names(value):
+    """A group's members as a list of strings (anything else is reported by the caller)."""
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, str)]
+    return []
+
+
+# --- Checks ---------------------------------------------------------------------------------------------------
+
+
+def _check_groups(spec, errors, warnings):
+    groups = _dict(spec, "groups")
+    head_group = _label(spec.get("head_group", "masters"))
+    worker_group = _label(spec.get("worker_group", "workers"))
+    heads = _names(groups.get(head_group))
+    workers = _names(groups.get(worker_group))
     if len(heads) != 1:
         errors.append(
             "group '%s' has %d hosts (%s): exactly one host must be in '%s' (the Ray head and API endpoint); "
@@ -67,7 +185,27 @@ def _check_groups(spec, errors):
             % (", ".join(both), head_group, worker_group)
         )
     members = heads + [w for w in workers if w not in heads]
+    others = [h for h in _names(spec.get("all_hosts")) if h not in members]
+    if others:
+        warnings.append(
+            "host(s) %s are in neither '%s' nor '%s': the playbooks do not touch them (only the cluster groups are "
+            "deployed); add them to '%s' to make them cluster nodes." % (
+                ", ".join(others), head_group, worker_group, worker_group))
     return members
+
+
+def _check_host_names(spec, members, errors):
+    by_folded = {}
+    for host in members:
+        bad = _bad_chars(host)
+        if bad:
+            errors.append("host name %s contains %s: inventory host names become node names in files and units; "
+                          "rename the host (letters, digits, '.', '-', '_')." % (_show(host), ", ".join(bad)))
+        by_folded.setdefault(host.casefold(), []).append(host)
+    for hosts in by_folded.values():
+        if len(hosts) > 1:
+            errors.append("hosts %s differ only in case: host names are case-insensitive, so they name the same "
+                          "machine twice; keep one of them." % ", ".join(hosts))
 
 
 def _check_node_num(spec, members, errors):
@@ -83,47 +221,92 @@ def _check_node_num(spec, members, errors):
         )
 
 
+def _port_value(name, raw, errors):
+    port = _as_int(raw)
+    if port is None or not 1 <= port <= 65535:
+        errors.append("%s = %s: a port must be an integer between 1 and 65535; e.g. %s: %s."
+                      % (name, _show(raw), name, PORT_EXAMPLES.get(name, 8000)))
+        return None
+    return port
+
+
 def _check_ports(spec, errors):
+    """Every port the cluster uses against every other one, and against every port range."""
     seen = {}
-    for name, raw in sorted((spec.get("ports") or {}).items()):
-        port = _as_int(raw)
-        if port is None or not 1 <= port <= 65535:
-            errors.append("%s = %s: a port must be an integer between 1 and 65535; e.g. %s: %s."
-                          % (name, _show(raw), name, PORT_EXAMPLES.get(name, 8000)))
+    named = _items(spec, "ports") + _items(spec, "cluster_ports")
+    for name, raw in named:
+        port = _port_value(name, raw, errors)
+        if port is None:
             continue
         if port in seen:
             errors.append("%s = %d clashes with %s = %d: every service needs its own port; change one of them."
                           % (name, port, seen[port], port))
         else:
             seen[port] = name
+    ranges = []
+    for name, raw in _items(spec, "port_ranges"):
+        if not isinstance(raw, (list, tuple)) or len(raw) != 2:
+            errors.append("%s = %s: a port range is [first, last]." % (name, _show(raw)))
+            continue
+        low, high = _as_int(raw[0]), _as_int(raw[1])
+        if low is None or high is None or not 1 <= low <= high <= 65535:
+            errors.append("%s = %s to %s: a port range needs 1 <= first <= last <= 65535; e.g. 20000 to 20999."
+                          % (name, _show(raw[0]), _show(raw[1])))
+            continue
+        for other_name, (other_low, other_high) in ranges:
+            if low <= other_high and other_low <= high:
+                errors.append("%s (%d-%d) overlaps %s (%d-%d): move one of the ranges."
+                              % (name, low, high, other_name, other_low, other_high))
+        ranges.append((name, (low, high)))
+    for port, name in sorted(seen.items()):
+        for range_name, (low, high) in ranges:
+            if low <= port <= high:
+                errors.append("%s = %d lies inside %s (%d-%d), the ports Ray hands to its worker processes: "
+                              "choose a port outside %d-%d." % (name, port, range_name, low, high, low, high))
 
 
 def _check_choices(spec, errors):
     for name, choices in (("backend_type", BACKEND_TYPES), ("model_type", MODEL_TYPES)):
         value = spec.get(name)
-        if value not in choices:
+        if not isinstance(value, str) or value not in choices:
             errors.append("%s = %s is not supported: choose one of %s." % (name, _show(value), ", ".join(choices)))
 
 
-def _check_model_path(spec, errors):
-    value = spec.get("model_path")
+def _path_problem(name, value, example):
+    """The problem with one absolute directory path, or None."""
     if not isinstance(value, str) or not value:
-        errors.append("model_path = %s: set model_path to the absolute directory of the weights, "
-                      "the same on every node (e.g. /data/models/DeepSeek-R1)." % _show(value))
-        return
+        return ("%s = %s: set %s to the absolute directory %s, the same on every node (e.g. %s)."
+                % (name, _show(value), name, "of the weights" if name == "model_path" else "it names", example))
+    bad = _bad_chars(value)
+    if bad:
+        return ("%s = %s contains %s: the path reaches shell files, unit files and rsyncd.conf; "
+                "use a path without control characters or whitespace." % (name, _show(value), ", ".join(bad)))
     if not posixpath.isabs(value):
-        errors.append("model_path = '%s' is relative: use an absolute path such as /%s (the same path on every node)."
-                      % (value, value.lstrip("./")))
-    elif posixpath.normpath(value) == "/":
-        errors.append("model_path = '/' is the root directory: point it at the model's own directory.")
-    elif ".." in value.split("/"):
-        errors.append("model_path = '%s' contains '..': write the normalised path %s."
-                      % (value, posixpath.normpath(value)))
+        return ("%s = %s is relative: use an absolute path such as /%s (the same path on every node)."
+                % (name, _show(value), value.lstrip("./")))
+    if value.startswith("//") or posixpath.normpath(value) == "/":
+        return "%s = %s is the root directory: point it at the model's own directory." % (name, _show(value))
+    if ".." in value.split("/"):
+        return "%s = %s contains '..': write the normalised path %s." % (name, _show(value), posixpath.normpath(value))
+    if posixpath.normpath(value) != value:
+        return ("%s = %s is not a normalised path: write %s (no '.', '//' or trailing '/')."
+                % (name, _show(value), posixpath.normpath(value)))
+    return None
+
+
+def _check_paths(spec, errors):
+    problem = _path_problem("model_path", spec.get("model_path"), "/data/models/DeepSeek-R1")
+    if problem:
+        errors.append(problem)
+    for name, value in _items(spec, "paths"):
+        problem = _path_problem(name, value, "/var/lib/llm_cluster")
+        if problem:
+            errors.append(problem)
 
 
 def _check_interfaces(spec, members, errors):
-    var = spec.get("interface_var", "ray_device")
-    interfaces = spec.get("interfaces") or {}
+    var = _label(spec.get("interface_var", "ray_device"))
+    interfaces = _dict(spec, "interfaces")
     missing = [h for h in members if interfaces.get(h) in (None, "")]
     if missing:
         errors.append(
@@ -135,82 +318,218 @@ def _check_interfaces(spec, members, errors):
         value = interfaces.get(host)
         if value in (None, ""):
             continue
-        if not isinstance(value, str) or not _IFNAME_RE.match(value):
-            errors.append("%s = %s on host %s is not a network interface name (1-15 characters, no spaces or '/'); "
-                          "use the name 'ip -br link' shows, e.g. enp67s0f0np0." % (var, _show(value), host))
+        if not isinstance(value, str) or not _IFNAME_RE.fullmatch(value) or value in (".", ".."):
+            errors.append("%s = %s on host %s is not a network interface name (1-15 characters, no spaces, control "
+                          "characters or '/'); use the name 'ip -br link' shows, e.g. enp67s0f0np0."
+                          % (var, _show(value), host))
+
+
+def _cidr_problem(name, value):
+    if not isinstance(value, str) or "/" not in value:
+        return "%s = %s is not a CIDR: write it as address/prefix, e.g. 10.10.0.0/16." % (name, _show(value))
+    try:
+        net = ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        return "%s = %s is not a CIDR: write it as address/prefix, e.g. 10.10.0.0/16." % (name, _show(value))
+    if net.version != 4:
+        return ("%s = %s is an IPv6 network: the cluster's firewall sets and NPU addresses are IPv4; "
+                "list IPv4 networks such as 10.10.0.0/16." % (name, _show(value)))
+    if str(net) != value and net.network_address != ipaddress.ip_interface(value).ip:
+        return "%s = '%s' has host bits set: did you mean %s?" % (name, value, net)
+    return None
 
 
 def _check_cidrs(spec, errors):
-    for name, raw in sorted((spec.get("cidrs") or {}).items()):
+    for name, raw in _items(spec, "cidrs"):
         values = raw if isinstance(raw, list) else [raw]
         for value in values:
-            if netaddr is None:
-                raise RuntimeError("the netaddr Python package is required on the controller (pip install netaddr)")
-            try:
-                if not isinstance(value, str) or "/" not in value:
-                    raise ValueError("no prefix length")
-                net = netaddr.IPNetwork(value)
-            except (ValueError, netaddr.AddrFormatError, TypeError):
-                errors.append("%s = %s is not a CIDR: write it as address/prefix, e.g. 10.10.0.0/16." % (name, _show(value)))
-                continue
-            if net.ip != net.network:
-                errors.append("%s = '%s' has host bits set: did you mean %s?" % (name, value, net.cidr))
+            problem = _cidr_problem(name, value)
+            if problem:
+                errors.append(problem)
+    for name, raw in _items(spec, "cidr_lists"):
+        if raw is None or raw == "":
+            continue
+        if not isinstance(raw, list):
+            errors.append("%s = %s must be a list of CIDRs: write %s: [%s] (one item per network)."
+                          % (name, _show(raw), name, raw if isinstance(raw, str) and len(raw) < 40 else "10.0.0.0/8"))
+            continue
+        for value in raw:
+            problem = _cidr_problem(name, value)
+            if problem:
+                errors.append(problem)
 
 
 def _check_booleans(spec, errors):
-    for name, value in sorted((spec.get("booleans") or {}).items()):
+    for name, value in _items(spec, "booleans"):
         if not isinstance(value, bool):
             errors.append("%s = %s must be a YAML boolean: write %s: true or %s: false (no quotes)."
                           % (name, _show(value), name, name))
-    for name, value in sorted((spec.get("flags") or {}).items()):
+    for name, value in _items(spec, "flags"):
         if isinstance(value, bool) or _as_int(value) in (0, 1):
             continue
         errors.append("%s = %s must be 0 or 1 (or false/true)." % (name, _show(value)))
 
 
+def _normal_address(value):
+    """One spelling per address: IPs in their compressed form, names case-folded without a trailing dot."""
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        return value.casefold().rstrip(".")
+
+
 def _check_addresses(spec, members, errors):
     owners = {}
+    addresses = _dict(spec, "addresses")
     for host in members:
-        address = (spec.get("addresses") or {}).get(host) or host
-        owners.setdefault(address, []).append(host)
-    for address, hosts in sorted(owners.items()):
-        if len(hosts) > 1:
-            errors.append("hosts %s all have ansible_host = '%s': each node needs its own address; fix ansible_host."
-                          % (", ".join(hosts), address))
+        address = addresses.get(host)
+        if address is None or address == "":
+            address = host
+        if not isinstance(address, str):
+            errors.append("ansible_host = %s on host %s is not an address: write one IP address or DNS name, "
+                          "e.g. ansible_host: 192.0.2.10." % (_show(address), host))
+            continue
+        bad = _bad_chars(address)
+        if bad:
+            errors.append("ansible_host = %s on host %s contains %s: write one IP address or DNS name."
+                          % (_show(address), host, ", ".join(bad)))
+            continue
+        owners.setdefault(_normal_address(address), []).append((host, address))
+    for pairs in owners.values():
+        if len(pairs) > 1:
+            hosts = ", ".join(h for h, _ in pairs)
+            spellings = sorted({a for _, a in pairs})
+            if len(spellings) == 1:
+                errors.append("hosts %s all have ansible_host = '%s': each node needs its own address; fix ansible_host."
+                              % (hosts, spellings[0]))
+            else:
+                errors.append("hosts %s have ansible_host %s, which are one address written differently: each node "
+                              "needs its own address; fix ansible_host." % (hosts, ", ".join(_show(a) for a in spellings)))
 
 
 def _check_container(spec, errors):
-    for name, regex, example in (("container_name", _CONTAINER_NAME_RE, "openeuler_ds"),
-                                 ("image_tag", _IMAGE_TAG_RE, "20250717")):
-        value = (spec.get("container") or {}).get(name)
-        if value is None:
-            continue
-        if not regex.match(str(value)):
-            errors.append("%s = %s is not a valid %s: use letters, digits, '_', '.', '-' (e.g. %s)."
-                          % (name, _show(value), name.replace("_", " "), example))
-    image = (spec.get("container") or {}).get("image_name")
-    if image is not None and (not isinstance(image, str) or not image or " " in image or ":" in image.rsplit("/", 1)[-1]):
+    container = _dict(spec, "container")
+    name = container.get("container_name")
+    if name is not None and not (isinstance(name, str) and _CONTAINER_NAME_RE.fullmatch(name)):
+        errors.append("container_name = %s is not a valid container name: use letters, digits, '_', '.', '-' "
+                      "(e.g. openeuler_ds)." % _show(name))
+    tag = container.get("image_tag")
+    if isinstance(tag, float):
+        errors.append("image_tag = %s: YAML read the tag as a number, so a tag such as 1.10 became 1.1; quote it "
+                      "(image_tag: \"%s\" as written in the registry)." % (_show(tag), _show_tag(tag)))
+    elif isinstance(tag, bool) or (tag is not None and not isinstance(tag, (str, int))):
+        errors.append("image_tag = %s is not a valid image tag: quote the tag as a string, e.g. image_tag: \"20250717\"."
+                      % _show(tag))
+    elif isinstance(tag, int) and not (0 <= tag and tag.bit_length() <= 64):
+        errors.append("image_tag = %s is not a valid image tag: quote the tag as a string, e.g. image_tag: \"20250717\"."
+                      % _show(tag))
+    elif isinstance(tag, str) and not _IMAGE_TAG_RE.fullmatch(tag):
+        errors.append("image_tag = %s is not a valid image tag: use letters, digits, '_', '.', '-' (e.g. 20250717)."
+                      % _show(tag))
+    image = container.get("image_name")
+    if image is None:
+        return
+    if isinstance(image, str) and image and ":" in image.rsplit("/", 1)[-1] and not _bad_chars(image):
         errors.append("image_name = %s: give the repository without a tag (the tag goes in image_tag), "
                       "e.g. hub.oepkgs.net/oedeploy/openeuler/aarch64/mindspore." % _show(image))
+    elif not isinstance(image, str) or not _IMAGE_NAME_RE.fullmatch(image):
+        errors.append("image_name = %s is not an image repository (lowercase path components, an optional "
+                      "registry host first, no spaces or control characters), e.g. "
+                      "hub.oepkgs.net/oedeploy/openeuler/aarch64/mindspore." % _show(image))
+
+
+def _show_tag(tag):
+    text = repr(tag)
+    return text if len(text) < 40 else "20250717"
+
+
+def _check_env_names(spec, errors):
+    for name, value in _items(spec, "env_maps"):
+        if value is None or value == {}:
+            continue
+        if not isinstance(value, dict):
+            errors.append("%s = %s must be a mapping of NAME: value." % (name, _show(value)))
+            continue
+        for key, item in value.items():
+            if not isinstance(key, str) or not _ENV_NAME_RE.fullmatch(key):
+                errors.append("%s has the key %s: environment variable names are letters, digits and '_', not "
+                              "starting with a digit." % (name, _show(key)))
+            elif isinstance(item, (dict, list)):
+                errors.append("%s.%s = %s: an environment value is one string or number." % (name, key, _show(item)))
+
+
+def _check_secrets(spec, warnings):
+    """Clear-text passwords in the inventory: a warning pointing at Ansible Vault."""
+    for host, names in _items(spec, "cleartext_secrets"):
+        for name in _names(names):
+            warnings.append(
+                "%s is set in clear text for %s: keep it in Ansible Vault (ansible-vault encrypt_string, then "
+                "./deploy.sh --ask-vault-pass), or better use SSH keys." % (name, host))
+
+
+def _check_unknown_variables(spec, warnings):
+    known = set(_names(spec.get("known_variables")))
+    if not known:
+        return
+    for scope, names in _items(spec, "variables"):
+        unknown = sorted(n for n in _names(names) if n not in known)
+        for name in unknown:
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+            hint = "did you mean %s?" % close[0] if close else "check its spelling; it is not read by this collection."
+            warnings.append("%s (%s) is not a variable this collection knows: %s" % (name, scope, hint))
+
+
+def _checks(spec, members, errors, warnings):
+    """(variables it reads, check) pairs, in the order messages appear."""
+    return (
+        ("node_num", lambda: _check_node_num(spec, members, errors)),
+        ("host names", lambda: _check_host_names(spec, members, errors)),
+        ("ports", lambda: _check_ports(spec, errors)),
+        ("backend_type, model_type", lambda: _check_choices(spec, errors)),
+        ("model_path and other paths", lambda: _check_paths(spec, errors)),
+        (_label(spec.get("interface_var", "ray_device")), lambda: _check_interfaces(spec, members, errors)),
+        ("CIDRs", lambda: _check_cidrs(spec, errors)),
+        ("booleans and switches", lambda: _check_booleans(spec, errors)),
+        ("ansible_host", lambda: _check_addresses(spec, members, errors)),
+        ("image_name, image_tag, container_name", lambda: _check_container(spec, errors)),
+        ("environment maps", lambda: _check_env_names(spec, errors)),
+        ("passwords", lambda: _check_secrets(spec, warnings)),
+        ("variable names", lambda: _check_unknown_variables(spec, warnings)),
+    )
+
+
+def verdict(spec):
+    """Return {'errors': [...], 'warnings': [...]} for ``spec``; both empty when the inventory is good.
+
+    ``spec`` keys: head_group, worker_group, groups {name: [hosts]}, all_hosts [hosts], node_num,
+    ports {legacy var: value}, cluster_ports {var: value}, port_ranges {var: [first, last]},
+    backend_type, model_type, model_path, paths {var: path}, interface_var, interfaces {host: value},
+    cidrs {var: value or [values]}, cidr_lists {var: [values]}, booleans {var: value},
+    flags {var: 0/1 value}, addresses {host: ansible_host}, container {var: value},
+    env_maps {var: {NAME: value}}, cleartext_secrets {host: [vars]},
+    variables {scope: [names]}, known_variables [names].
+    Never raises: a check that fails on a value reports it as an error.
+    """
+    errors = []
+    warnings = []
+    if not isinstance(spec, dict):
+        return {"errors": ["the inventory could not be read: %s instead of a mapping of variables." % _show(spec)],
+                "warnings": []}
+    try:
+        members = _check_groups(spec, errors, warnings)
+    except Exception as exc:  # pylint: disable=broad-except
+        errors.append("the groups could not be read (%s): list the hosts of 'masters' and 'workers' by name."
+                      % type(exc).__name__)
+        members = []
+    for variables, check in _checks(spec, members, errors, warnings):
+        try:
+            check()
+        except Exception as exc:  # pylint: disable=broad-except
+            errors.append("%s could not be checked (%s: %s): fix the value's type (a string, a number or a list as "
+                          "the sample inventory shows)." % (variables, type(exc).__name__, _show(str(exc))))
+    return {"errors": errors, "warnings": warnings}
 
 
 def validate(spec):
-    """Return the list of every problem found in ``spec`` (empty when the inventory is good).
-
-    ``spec`` keys: head_group, worker_group, groups {name: [hosts]}, node_num,
-    ports {var: value}, backend_type, model_type, model_path, interface_var,
-    interfaces {host: value}, cidrs {var: value or [values]}, booleans {var: value},
-    flags {var: 0/1 value}, addresses {host: ansible_host}, container {var: value}.
-    """
-    errors = []
-    members = _check_groups(spec, errors)
-    _check_node_num(spec, members, errors)
-    _check_ports(spec, errors)
-    _check_choices(spec, errors)
-    _check_model_path(spec, errors)
-    _check_interfaces(spec, members, errors)
-    _check_cidrs(spec, errors)
-    _check_booleans(spec, errors)
-    _check_addresses(spec, members, errors)
-    _check_container(spec, errors)
-    return errors
+    """Return the list of every error found in ``spec`` (empty when the inventory is good)."""
+    return verdict(spec)["errors"]

@@ -27,17 +27,26 @@ with open(os.path.join(FIXTURES, "llm_solution_config.yaml")) as handle:
     BASE = yaml.safe_load(handle)
 with open(os.path.join(FIXTURES, "broken.yml")) as handle:
     CASES = yaml.safe_load(handle)
+with open(os.path.join(FIXTURES, "hostile.yml")) as handle:
+    HOSTILE = yaml.safe_load(handle)
+PLAYBOOKS = sorted(os.path.join(ROOT, "playbooks", name) for name in os.listdir(os.path.join(ROOT, "playbooks"))
+                   if name.endswith(".yml"))
 
 
 def apply_case(case):
     inventory = copy.deepcopy(BASE)
     children = inventory["all"]["children"]
     known = dict(children["masters"]["hosts"], **children["workers"]["hosts"])
+    known.update(case.get("hosts") or {})
     for group, members in (case.get("groups") or {}).items():
         children[group]["hosts"] = {name: copy.deepcopy(known[name]) for name in members}
     for name in case.get("unset") or []:
         inventory["all"]["vars"].pop(name)
     inventory["all"]["vars"].update(case.get("set") or {})
+    for name, (text, times) in (case.get("set_repeat") or {}).items():
+        inventory["all"]["vars"][name] = text * times
+    for group, hosts in (case.get("extra_groups") or {}).items():
+        children[group] = {"hosts": copy.deepcopy(hosts)}
     for host, values in (case.get("host_vars") or {}).items():
         for group in children.values():
             if host in (group.get("hosts") or {}):
@@ -73,6 +82,60 @@ def test_broken_inventory_fails_validation_before_any_host(tmp_path, case):
     assert case["expect"] in " ".join(output.split()), output
     assert "UNREACHABLE" not in output
     assert "Gathering Facts" not in output and "Preflight |" not in output
+
+
+def test_hostile_case_table_covers_every_class():
+    assert len(HOSTILE) >= 40
+    assert len({case["id"] for case in HOSTILE} | {case["id"] for case in CASES}) == len(HOSTILE) + len(CASES)
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=[case["id"] for case in HOSTILE])
+def test_hostile_inventory_gets_a_verdict_before_any_host(tmp_path, case):
+    result = run_playbook(write_inventory(tmp_path, apply_case(case)))
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "Inventory validation found" in output, output
+    assert case["expect"] in " ".join(output.split()), output
+    assert "Traceback" not in output and "could not be checked" not in output, output
+    assert "UNREACHABLE" not in output
+    assert "Gathering Facts" not in output and "Preflight |" not in output
+
+
+def test_warnings_do_not_stop_the_run_unless_strict(tmp_path):
+    case = {"set": {"model_weight_path": "/data/m"}, "host_vars": {"master1": {"ansible_password": "hunter2"}}}
+    result = run_playbook(write_inventory(tmp_path, apply_case(case)), "--tags", "always")
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 0, output
+    assert "Inventory validation found" not in output
+    assert "model_weight_path (every node) is not a variable this collection knows: did you mean model_path?" in output
+    assert "ansible_password is set in clear text for master1" in output
+    result = run_playbook(write_inventory(tmp_path, apply_case(case)), "--tags", "always",
+                          "-e", "llm_cluster_validate_strict=true")
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 2, output
+    assert "Inventory validation found 2 problem(s) (warnings count: strict mode)" in output, output
+
+
+def test_hosts_outside_the_cluster_groups_are_never_targeted(tmp_path):
+    """A monitoring group and an ungrouped bastion: no play of any playbook lists them."""
+    inventory = apply_case({"extra_groups": {"monitoring": {"mon1": {"ansible_host": "192.0.2.50"}}}})
+    inventory["all"]["hosts"] = {"bastion": {"ansible_host": "192.0.2.60"}}
+    path = write_inventory(tmp_path, inventory)
+    for playbook in PLAYBOOKS:
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
+                   PATH=BIN + os.pathsep + os.environ.get("PATH", ""), ANSIBLE_NOCOLOR="1")
+        listed = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", path, playbook, "--list-hosts"],
+                                env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert listed.returncode == 0, listed.stdout + listed.stderr
+        plays = listed.stdout.count("pattern: ['masters:workers']")
+        assert plays >= 1 and plays == listed.stdout.count("play #"), (playbook, listed.stdout)
+        hosts = {line.strip() for line in listed.stdout.splitlines() if line.startswith("      ")}
+        assert hosts == {"master1", "worker1"}, (playbook, listed.stdout)
+    result = run_playbook(path, "--tags", "always")
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 0, output
+    assert "host(s) bastion, mon1 are in neither 'masters' nor 'workers': the playbooks do not touch them" in output
+    assert "bastion" not in result.stdout.split("PLAY RECAP")[-1] and "mon1" not in result.stdout.split("PLAY RECAP")[-1]
 
 
 def test_llm_solution_config_passes_validation_unchanged(tmp_path):

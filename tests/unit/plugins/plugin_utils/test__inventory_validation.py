@@ -6,9 +6,9 @@ from __future__ import annotations
 import copy
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
-from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._inventory_validation import validate
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._inventory_validation import validate, verdict
 
 GOOD = {
     "head_group": "masters",
@@ -59,7 +59,7 @@ def test_single_node_without_workers_group():
     ({"interfaces": {"master1": "eth0", "worker1": "eth0", "worker2": "a-very-long-interface-name"}},
      "ray_device = 'a-very-long-interface-name' on host worker2 is not a network interface name"),
     ({"cidrs": {"npu_network_cidr": "10.10.0.0"}}, "npu_network_cidr = '10.10.0.0' is not a CIDR"),
-    ({"cidrs": {"llm_cluster_client_cidrs": ["192.168.0.0/16", "fe80::/10", "banana/8"]}},
+    ({"cidrs": {"llm_cluster_client_cidrs": ["192.168.0.0/16", "banana/8"]}},
      "llm_cluster_client_cidrs = 'banana/8' is not a CIDR"),
     ({"booleans": {"prepare_require_cann": 1}}, "prepare_require_cann = 1 (integer) must be a YAML boolean"),
     ({"flags": {"is_stop_other_container": 2}}, "is_stop_other_container = 2 (integer) must be 0 or 1"),
@@ -95,3 +95,140 @@ def test_node_num_must_match_host_count(count):
     assert validate(spec) == []
     spec["node_num"] = count + 1
     assert len(validate(spec)) == 1
+
+
+# --- Hostile values: a verdict naming the variable, never a traceback -------------------------------------------
+
+HUGE = 10 ** 5000 - 1
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"node_num": "\u00b2"}, "node_num = '\u00b2': must be a positive integer; set node_num: 3"),
+    ({"node_num": HUGE}, "node_num = an integer of 5000 digits: must be a positive integer"),
+    ({"node_num": "9" * 5000}, "node_num = '99999"),
+    ({"ports": {"ray_port": HUGE, "llm_port": 8000, "dp_port": 12570}}, "ray_port = an integer of 5000 digits"),
+    ({"ports": {"ray_port": "\u0666\u0663\u0667\u0669", "llm_port": 8000, "dp_port": 12570}},
+     "ray_port = '\u0666\u0663\u0667\u0669': a port must be an integer"),
+    ({"addresses": {"master1": ["192.0.2.1"], "worker1": "192.0.2.2", "worker2": "192.0.2.3"}},
+     "ansible_host = ['192.0.2.1'] (list) on host master1 is not an address"),
+    ({"addresses": {"master1": "192.0.2.1", "worker1": "192.0.2.2\n-oProxyCommand=x", "worker2": "192.0.2.3"}},
+     "ansible_host = '192.0.2.2\\n-oProxyCommand=x' on host worker1 contains a newline"),
+    ({"model_path": "/data/my model"}, "model_path = '/data/my model' contains a space"),
+    ({"model_path": "/data/m\nExecStartPre=/bin/sh"}, "contains a newline"),
+    ({"model_path": "/data/$(reboot)\t"}, "contains a tab"),
+    ({"model_path": "//"}, "model_path = '//' is the root directory"),
+    ({"model_path": "//data/m"}, "model_path = '//data/m' is the root directory"),
+    ({"model_path": "/data/m/"}, "model_path = '/data/m/' is not a normalised path: write /data/m"),
+    ({"model_path": "/data/./m"}, "is not a normalised path: write /data/m"),
+    ({"model_path": "/data/\u202em"}, "contains the character \\u202e"),
+    ({"paths": {"prepare_env_dir": "/etc/llm cluster"}}, "prepare_env_dir = '/etc/llm cluster' contains a space"),
+    ({"interfaces": {"master1": "eth0\n", "worker1": "eth0", "worker2": "eth0"}},
+     "ray_device = 'eth0\\n' on host master1 is not a network interface name"),
+    ({"container": {"container_name": "ds\n"}}, "container_name = 'ds\\n' is not a valid container name"),
+    ({"container": {"image_tag": "v1\n"}}, "image_tag = 'v1\\n' is not a valid image tag"),
+    ({"container": {"image_tag": 1.1}}, "image_tag = 1.1 (number): YAML read the tag as a number, so a tag such as 1.10"),
+    ({"container": {"image_tag": True}}, "image_tag = True (boolean) is not a valid image tag: quote the tag"),
+    ({"container": {"image_name": "hub.example/My Image"}}, "image_name = 'hub.example/My Image' is not an image repository"),
+    ({"ports": {"ray_port": 6379, "llm_port": 20010, "dp_port": 12570},
+      "port_ranges": {"ray_cluster_worker_port_min/ray_cluster_worker_port_max": [20000, 20999]}},
+     "llm_port = 20010 lies inside ray_cluster_worker_port_min/ray_cluster_worker_port_max (20000-20999)"),
+    ({"cluster_ports": {"ray_cluster_node_manager_port": 12570}},
+     "ray_cluster_node_manager_port = 12570 clashes with dp_port = 12570"),
+    ({"cluster_ports": {"model_distribution_rsync_port": 8000}}, "model_distribution_rsync_port = 8000 clashes with llm_port"),
+    ({"cidr_lists": {"llm_cluster_client_cidrs": "10.0.0.0/8"}},
+     "llm_cluster_client_cidrs = '10.0.0.0/8' must be a list of CIDRs: write llm_cluster_client_cidrs: [10.0.0.0/8]"),
+    ({"cidr_lists": {"llm_cluster_client_cidrs": ["2001:db8::/32"]}},
+     "llm_cluster_client_cidrs = '2001:db8::/32' is an IPv6 network"),
+    ({"cidr_lists": {"llm_cluster_client_cidrs": ["10.0.0.1/8"]}}, "has host bits set: did you mean 10.0.0.0/8?"),
+    ({"groups": {"masters": ["master1"], "workers": ["Master1", "worker2"]},
+      "interfaces": {"master1": "eth0", "Master1": "eth0", "worker2": "eth0"},
+      "addresses": {"master1": "192.0.2.1", "Master1": "192.0.2.7", "worker2": "192.0.2.3"}},
+     "hosts master1, Master1 differ only in case"),
+    ({"addresses": {"master1": "2001:db8::1", "worker1": "2001:DB8:0:0::1", "worker2": "192.0.2.3"}},
+     "hosts master1, worker1 have ansible_host '2001:DB8:0:0::1', '2001:db8::1', which are one address written"),
+    ({"addresses": {"master1": "Node1.example.", "worker1": "node1.example", "worker2": "192.0.2.3"}},
+     "which are one address written differently"),
+    ({"env_maps": {"prepare_env_extra": {"A B": "1"}}}, "prepare_env_extra has the key 'A B': environment variable names"),
+])
+def test_hostile_value_is_reported_with_variable_and_fix(changes, expected):
+    errors = validate(spec_with(**changes))
+    assert any(expected in e for e in errors), errors
+
+
+def test_a_crashing_value_does_not_hide_the_other_errors():
+    spec = spec_with(node_num="\u00b2", model_path="rel", backend_type=["x"],
+                     addresses={"master1": ["a"], "worker1": {"b": 1}, "worker2": None})
+    errors = validate(spec)
+    assert any(e.startswith("node_num = '\u00b2'") for e in errors)
+    assert any(e.startswith("model_path = 'rel' is relative") for e in errors)
+    assert any(e.startswith("backend_type = ['x'] (list) is not supported") for e in errors)
+    assert any("on host worker1 is not an address" in e for e in errors)
+
+
+def test_warnings_are_separate_from_errors():
+    spec = spec_with(all_hosts=["bastion", "master1", "worker1", "worker2", "mon1"],
+                     cleartext_secrets={"master1": ["ansible_password"]},
+                     variables={"every node": ["model_weight_path"]},
+                     known_variables=["model_path", "model_type", "ray_port"])
+    result = verdict(spec)
+    assert result["errors"] == []
+    assert len(result["warnings"]) == 3, result
+    assert any("bastion, mon1 are in neither 'masters' nor 'workers'" in w for w in result["warnings"])
+    assert any("ansible_password is set in clear text for master1" in w and "Vault" in w for w in result["warnings"])
+    assert any("model_weight_path (every node) is not a variable this collection knows: did you mean model_path?" in w
+               for w in result["warnings"])
+
+
+def test_good_spec_with_real_cluster_ports_passes():
+    spec = spec_with(cluster_ports={"ray_cluster_node_manager_port": 6380, "model_distribution_rsync_port": 8730},
+                     port_ranges={"ray_cluster_worker_port_min/ray_cluster_worker_port_max": [20000, 20999]},
+                     cidr_lists={"llm_cluster_client_cidrs": ["10.0.0.0/8"]},
+                     addresses={"master1": "2001:db8::1", "worker1": "2001:db8::2", "worker2": "192.0.2.3"})
+    assert validate(spec) == []
+
+
+@pytest.mark.parametrize("spec", [None, [], "masters", 5, {"groups": "masters"}, {"groups": {"masters": "m1"}},
+                                  {"head_group": ["x"], "groups": {}}])
+def test_any_shape_gets_a_verdict(spec):
+    result = verdict(spec)
+    assert result["errors"], result
+
+
+YAML_SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20)
+                | st.integers(0, 2).map(lambda k: (HUGE, -HUGE, 2 ** 64)[k])
+                | st.sampled_from(["9" * 5000, "\u00b2", "//", "/", "0", "1.10", "auto",
+                                   "fe80::/10", "10.0.0.0/8", "\n", "$(id)", "\u202e", "eth0"]))
+YAML_VALUES = st.recursive(YAML_SCALARS, lambda inner: st.lists(inner, max_size=4)
+                           | st.dictionaries(st.text(max_size=8) | st.integers(), inner, max_size=4), max_leaves=8)
+SPEC_KEYS = sorted(GOOD) + ["all_hosts", "cluster_ports", "port_ranges", "paths", "cidr_lists", "env_maps",
+                            "cleartext_secrets", "variables", "known_variables"]
+
+
+@settings(deadline=None, max_examples=300)
+@given(st.dictionaries(st.sampled_from(SPEC_KEYS), YAML_VALUES))
+def test_arbitrary_yaml_shaped_values_get_a_verdict(changes):
+    result = verdict(spec_with(**changes))
+    assert isinstance(result["errors"], list) and isinstance(result["warnings"], list)
+    assert all(isinstance(m, str) and m for m in result["errors"] + result["warnings"])
+    # Each check reads hostile values itself; the safety net around the checks is never needed.
+    assert not any("could not be checked" in m for m in result["errors"]), result
+
+
+@settings(deadline=None)
+@given(YAML_VALUES)
+def test_arbitrary_whole_inventory_gets_a_verdict(value):
+    result = verdict(value)
+    assert all(isinstance(m, str) for m in result["errors"])
+    if not isinstance(value, dict):
+        assert result["errors"]
+
+
+@settings(deadline=None)
+@given(st.dictionaries(st.sampled_from(["node_num", "model_path", "backend_type", "model_type"]), YAML_SCALARS,
+                       min_size=1))
+def test_every_bad_scalar_names_its_variable(changes):
+    spec = spec_with(**changes)
+    errors = validate(spec)
+    for name, value in changes.items():
+        if validate(spec_with(**{name: value})):
+            assert any(e.startswith(name + " = ") for e in errors), (name, errors)
