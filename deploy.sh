@@ -2,7 +2,8 @@
 # deploy.sh - the operator's entry point to aihost.llm_cluster.
 #
 #   ./deploy.sh [SUBCOMMAND] -i INVENTORY [--tags T] [--skip-tags T] [--limit L]
-#               [--check] [--diff] [-e VAR=VALUE ...] [-v ...]
+#               [--check] [--diff] [-e VAR=VALUE ...] [-v ...] [--strict]
+#               [--ask-vault-pass | --vault-password-file FILE | --vault-id ID]
 #
 # On first use it creates .venv from requirements.txt (pinned by
 # requirements-lock.txt) and then runs the collection's playbooks with
@@ -37,6 +38,11 @@ Options:
   -C, --check            dry run: change nothing, report what would change
   -D, --diff             show the differences of changed files and settings
   -e, --extra-vars X     extra variables (VAR=VALUE, @file.yml or JSON), repeatable
+  -J, --ask-vault-pass   ask for the Ansible Vault password (vaulted secrets)
+      --vault-password-file FILE, --vault-id ID
+                         Ansible Vault password file or vault id, repeatable
+      --strict           validation warnings (clear-text passwords, unknown
+                         variables, hosts outside masters/workers) fail the run
   -v, -vv, -vvv          more output
   -h, --help             this text
 
@@ -76,17 +82,21 @@ while [ $# -gt 0 ]; do
       inventory="${1#*=}"
       shift
       ;;
-    -t | --tags | --skip-tags | -l | --limit | -e | --extra-vars)
+    -t | --tags | --skip-tags | -l | --limit | -e | --extra-vars | --vault-password-file | --vault-pass-file | --vault-id)
       [ $# -ge 2 ] || die "$1 needs a value"
       passthrough+=("$1" "$2")
       shift 2
       ;;
-    --tags=* | --skip-tags=* | --limit=* | --extra-vars=*)
+    --tags=* | --skip-tags=* | --limit=* | --extra-vars=* | --vault-password-file=* | --vault-pass-file=* | --vault-id=*)
       passthrough+=("$1")
       shift
       ;;
-    -C | --check | -D | --diff | -v | -vv | -vvv | -vvvv)
+    -C | --check | -D | --diff | -v | -vv | -vvv | -vvvv | -J | --ask-vault-pass | --ask-vault-password)
       passthrough+=("$1")
+      shift
+      ;;
+    --strict)
+      passthrough+=("-e" "llm_cluster_validate_strict=true")
       shift
       ;;
     *)

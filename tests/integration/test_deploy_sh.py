@@ -93,3 +93,75 @@ def test_restore_runs_the_restore_playbook(tmp_path):
     assert "Restore | Put back the CANN workqueue masks" in output
     assert "Restore | Put back process and IRQ affinity" in output
     assert not state_dir.exists()
+
+
+def vaulted_inventory(tmp_path):
+    """The fixture with the SSH password in a vault-encrypted group_vars file; returns (inventory, password file)."""
+    inventory = tmp_path / "inventory"
+    (inventory / "group_vars" / "all").mkdir(parents=True)
+    with open(FIXTURE) as handle:
+        text = handle.read().replace('          ansible_password: ""\n', '')
+    (inventory / "hosts.yml").write_text(text)
+    password_file = tmp_path / "vault-pass"
+    password_file.write_text("correct horse\n")
+    password_file.chmod(0o600)
+    secret = inventory / "group_vars" / "all" / "vault.yml"
+    secret.write_text("ansible_password: hunter2\n")
+    subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-vault"), "encrypt",
+                    "--vault-password-file", str(password_file), str(secret)], check=True, capture_output=True)
+    assert secret.read_text().startswith("$ANSIBLE_VAULT")
+    return str(inventory), str(password_file)
+
+
+@pytest.mark.parametrize("how", ["--vault-password-file", "--vault-password-file=", "--vault-id", "--ask-vault-pass"])
+def test_vault_options_reach_ansible_playbook(tmp_path, how):
+    inventory, password_file = vaulted_inventory(tmp_path)
+    args = ["-i", inventory, "--tags", "always", "--strict"]
+    stdin = None
+    if how == "--vault-password-file":
+        args += [how, password_file]
+    elif how.endswith("="):
+        args += [how + password_file]
+    elif how == "--vault-id":
+        args += [how, "default@" + password_file]
+    else:
+        args += [how]
+        stdin = "correct horse\n"
+    env = dict(os.environ, LLM_CLUSTER_VENV=sys.prefix, ANSIBLE_NOCOLOR="1")
+    result = subprocess.run([DEPLOY] + args, capture_output=True, text=True, timeout=120, env=env, cwd=str(tmp_path),
+                            input=stdin, check=False)
+    output = result.stdout + result.stderr
+    # Decrypted, and a vaulted password is no clear-text warning even in strict mode.
+    assert result.returncode == 0, output
+    assert "ok: [master1]" in output and "Inventory validation found" not in output
+    assert "clear text" not in output
+
+
+def test_without_the_vault_password_the_run_stops(tmp_path):
+    inventory, _ = vaulted_inventory(tmp_path)
+    result = deploy("-i", inventory, "--tags", "always", cwd=str(tmp_path))
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "vault" in output.lower() and "Inventory is valid" not in output
+
+
+def test_strict_turns_validation_warnings_into_failures(tmp_path):
+    inventory = tmp_path / "config.yaml"
+    with open(FIXTURE) as handle:
+        inventory.write_text(handle.read().replace('ansible_password: ""', 'ansible_password: "hunter2"', 1))
+    result = deploy("-i", str(inventory), "--tags", "always", cwd=str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ansible_password is set in clear text for master1" in " ".join((result.stdout + result.stderr).split())
+    result = deploy("-i", str(inventory), "--tags", "always", "--strict", cwd=str(tmp_path))
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 2, output
+    assert "warning: ansible_password is set in clear text for master1" in output
+
+
+@pytest.mark.parametrize("path", ["inventories/sample/credentials/serve_api_key", "inventories/prod/credentials/ray_token",
+                                  "credentials/serve_api_key"])
+def test_generated_credentials_are_ignored_by_git(path):
+    if not os.path.isdir(os.path.join(os.path.realpath(ROOT), ".git")):
+        pytest.skip("not a git checkout")
+    result = subprocess.run(["git", "-C", os.path.realpath(ROOT), "check-ignore", "--no-index", "-q", path], check=False)
+    assert result.returncode == 0, "%s is not ignored by .gitignore" % path
