@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _ray_cluster
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _perimeter, _ray_cluster
 
 
 def _need(value, kind, name):
@@ -54,10 +54,52 @@ def ray_status_table(doc):
     return _ray_cluster.status_table(_need(doc, dict, "ray_status_table"))
 
 
+def systemd_exec_args(argv, joiner=" \\\n    "):
+    """argv as the words of an ExecStart= line: % and $ doubled, quoted and C-escaped where needed."""
+    try:
+        return _perimeter.systemd_exec_args([str(word) for word in _need(argv, list, "systemd_exec_args")], joiner)
+    except ValueError as exc:
+        raise AnsibleFilterError("systemd_exec_args: %s" % exc)
+
+
+def systemd_environment(value, name):
+    """One quoted Environment= assignment NAME=value for a unit file."""
+    try:
+        return _perimeter.systemd_environment(name, value)
+    except ValueError as exc:
+        raise AnsibleFilterError("systemd_environment: %s" % exc)
+
+
+def nft_address_sets(cidrs, variable="addresses"):
+    """{ipv4: [...], ipv6: [...]} elements of nftables sets; a bad entry names the variable."""
+    try:
+        return _perimeter.address_sets(cidrs, variable)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def nft_allow_rules(entries, variable="llm_cluster_firewall_allow"):
+    """The site's extra openings, checked and split by address family."""
+    try:
+        return _perimeter.allow_rules(entries, variable)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def firewalld_rule(item, port=None):
+    """firewalld rich rule of one source (and port) item of the role."""
+    return _perimeter.firewalld_rule(_need(item, dict, "firewalld_rule"), port)
+
+
 class FilterModule(object):
     def filters(self):
         return {
             "env_parse": env_parse,
+            "firewalld_rule": firewalld_rule,
+            "nft_address_sets": nft_address_sets,
+            "nft_allow_rules": nft_allow_rules,
+            "systemd_environment": systemd_environment,
+            "systemd_exec_args": systemd_exec_args,
             "port_ranges": port_ranges,
             "ray_node_check": ray_node_check,
             "ray_version_check": ray_version_check,

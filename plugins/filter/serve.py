@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _serve
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _perimeter, _serve
 
 
 def serve_plan(nodes, settings):
@@ -55,14 +55,11 @@ def llm_cluster_status_table(doc):
 
 
 def serve_unit_args(argv):
-    """argv as systemd ExecStart= words: one per line, quoted where systemd would split or expand."""
-    words = []
-    for word in argv:
-        word = str(word).replace("%", "%%").replace("$", "$$")
-        if not word or any(c in word for c in " \t\"'\\;"):
-            word = "'" + word.replace("\\", "\\\\").replace("'", "\\'") + "'"
-        words.append(word)
-    return " \\\n    ".join(words)
+    """argv as systemd ExecStart= words: one per line, quoted and escaped where systemd would split or expand."""
+    try:
+        return _perimeter.systemd_exec_args([str(word) for word in argv])
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("serve_unit_args: %s" % exc)
 
 
 class FilterModule(object):

@@ -45,6 +45,11 @@ options:
     description: Seconds between reads while waiting.
     type: float
     default: 1.0
+  token_file:
+    description:
+      - File holding the cluster's authentication token. When set, the reader runs with C(RAY_AUTH_MODE=token) and
+        C(RAY_AUTH_TOKEN_PATH) pointing at it; the token itself never reaches an argument or the environment.
+    type: path
 attributes:
   check_mode:
     description: Can run in check mode and return the same result.
@@ -68,6 +73,7 @@ EXAMPLES = r"""
     expect_nodes: 3
     expect_resources: {NPU: 24}
     timeout: 120
+    token_file: /etc/llm_cluster/ray-auth-token
   register: ray_cluster
 """
 
@@ -176,8 +182,10 @@ def read_once(module, deadline):
     params = module.params
     args = {"address": params["address"], "expect_nodes": params["expect_nodes"], "interval": params["interval"],
             "expect": {k: float(v) for k, v in params["expect_resources"].items()}, "deadline": deadline}
-    rc, out, err = module.run_command([params["python"], "-c", READER, json.dumps(args)],
-                                      environ_update={"RAY_USAGE_STATS_ENABLED": "0"})
+    environ = {"RAY_USAGE_STATS_ENABLED": "0"}
+    if params.get("token_file"):
+        environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": params["token_file"]})
+    rc, out, err = module.run_command([params["python"], "-c", READER, json.dumps(args)], environ_update=environ)
     for line in reversed(out.splitlines()):
         if line.startswith("{"):
             try:
@@ -197,6 +205,7 @@ def main():
             expect_resources=dict(type="dict", default={}),
             timeout=dict(type="int", default=0),
             interval=dict(type="float", default=1.0),
+            token_file=dict(type="path"),
         ),
         supports_check_mode=True,
     )

@@ -10,6 +10,8 @@ role's messages are unit-tested without a cluster.
 
 from __future__ import annotations
 
+import re
+
 from ansible_collections.aihost.llm_cluster.plugins.module_utils import _ray
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._procnet import describe_owners, foreign_owners
 
@@ -72,6 +74,9 @@ def _port_problems(settings):
     return problems
 
 
+_IFNAME = re.compile(r"^[A-Za-z0-9_.@-]{1,15}$")
+
+
 def _node_problems(node, settings):
     host = node.get("host")
     info = node.get("info") or {}
@@ -93,6 +98,15 @@ def _node_problems(node, settings):
         problems.append("%s: %s; enlarge /dev/shm (mount -o remount,size=..., or --shm-size for a container) "
                         "or set ray_cluster_object_store_memory" % (host, why))
     firewall = info.get("firewall") or {}
+    if node.get("firewall") == "auto" and not firewall.get("firewalld") and not firewall.get("nft"):
+        problems.append("%s: no firewall: firewalld is not running and there is no nft command, so Ray and the engine "
+                        "would be open to anyone who can reach %s; install nftables (apt-get install nftables, or "
+                        "dnf install nftables) or start firewalld, or set llm_cluster_firewall: none to acknowledge "
+                        "that the network around the nodes keeps non-members out" % (host, node.get("address") or host))
+    elif node.get("firewall") in ("auto", "nftables") and firewall.get("nft") and not firewall.get("firewalld") \
+            and not _IFNAME.match(node.get("interface") or ""):
+        problems.append("%s: cluster interface %r cannot be named in the nftables table; set ray_device to the "
+                        "interface's name (1-15 of A-Z a-z 0-9 _ . - @)" % (host, node.get("interface") or ""))
     if node.get("firewall") == "firewalld" and not firewall.get("firewalld"):
         problems.append("%s: ray_cluster_firewall is firewalld but firewalld is not running; start it or set "
                         "ray_cluster_firewall to auto" % host)

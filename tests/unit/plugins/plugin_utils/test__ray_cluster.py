@@ -29,7 +29,8 @@ def info(**over):
 
 
 def nodes(**per_host):
-    return [{"host": h, "address": ADDRESSES[h], "firewall": "auto", "info": per_host.get(h) or info()} for h in HOSTS]
+    return [{"host": h, "address": ADDRESSES[h], "interface": "eth0", "firewall": "auto", "info": per_host.get(h) or info()}
+            for h in HOSTS]
 
 
 def test_parse_env_skips_comments_and_keeps_values_with_equals():
@@ -92,6 +93,30 @@ def test_missing_address_and_unavailable_firewall():
         "ray_cluster_firewall to auto",
         "worker2: ray_cluster_firewall is firewalld but firewalld is not running; start it or set ray_cluster_firewall to auto",
     ]
+
+
+def test_no_firewall_at_all_fails_unless_acknowledged():
+    bare = info(firewall={"firewalld": False, "nft": None, "backend": "none"})
+    failures = rc.check_nodes(nodes(worker2=bare), SETTINGS)["failures"]
+    assert failures == [
+        "worker2: no firewall: firewalld is not running and there is no nft command, so Ray and the engine would be "
+        "open to anyone who can reach 172.18.0.4; install nftables (apt-get install nftables, or dnf install nftables) "
+        "or start firewalld, or set llm_cluster_firewall: none to acknowledge that the network around the nodes keeps "
+        "non-members out"]
+    acknowledged = nodes(worker2=bare)
+    acknowledged[2]["firewall"] = "none"
+    assert rc.check_nodes(acknowledged, SETTINGS)["ok"]
+
+
+def test_an_interface_name_nft_cannot_hold_is_refused():
+    data = nodes()
+    data[1]["interface"] = 'eth0" accept #'
+    assert rc.check_nodes(data, SETTINGS)["failures"] == [
+        "worker1: cluster interface 'eth0\" accept #' cannot be named in the nftables table; set ray_device to the "
+        "interface's name (1-15 of A-Z a-z 0-9 _ . - @)"]
+    # firewalld does not name the interface.
+    data[1]["info"] = info(firewall={"firewalld": True, "nft": "/usr/sbin/nft", "backend": "firewalld"})
+    assert rc.check_nodes(data, SETTINGS)["ok"]
 
 
 def test_versions_must_match_the_pin_and_each_other():

@@ -11,6 +11,7 @@ import jinja2
 import pytest
 
 from ansible_collections.aihost.llm_cluster.plugins.filter import serve as serve_filter
+from ansible_collections.aihost.llm_cluster.plugins.filter import ray_cluster as ray_filter
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _serve
 
 ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "serve")
@@ -87,6 +88,8 @@ def test_data_parallel_units_render_the_same_lines(count):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROLE, "templates")), keep_trailing_newline=True)
     env.filters["comment"] = lambda text: "# " + text
     env.filters["aihost.llm_cluster.serve_unit_args"] = serve_filter.serve_unit_args
+    env.filters["aihost.llm_cluster.systemd_environment"] = ray_filter.systemd_environment
+    env.filters["dirname"] = os.path.dirname
     for rank, node in enumerate(a2_nodes(count)):
         unit = env.get_template("engine.service.j2").render(
             ansible_managed="managed", inventory_hostname=node["host"], __serve_plan=plan, __serve_environment={"A": "1"},
