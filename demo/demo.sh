@@ -110,6 +110,7 @@ all:
     llm_cluster_client_cidrs: ["$gateway/32"]
     ray_cluster_wheelhouse: /wheelhouse
     serve_api_key_file: $secrets/serve_api_key
+    ray_cluster_auth_token_file: $secrets/ray_auth_token
     serve_backend: vllm
     serve_topology: single
     serve_max_model_len: 256

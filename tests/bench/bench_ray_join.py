@@ -67,7 +67,9 @@ def stop_all():
 def one_round(address, ordered, port):
     stop_all()
     t0 = time.time()
-    watch = subprocess.Popen(["docker", "exec", HEAD, PY, "-c", WATCH, repr(t0), address, "3", "24"],
+    # The cluster's token settings (RAY_AUTH_MODE, RAY_AUTH_TOKEN_PATH), as the Ray units read them.
+    watch = subprocess.Popen(["docker", "exec", HEAD, "sh", "-c", 'set -a; . /etc/llm_cluster/ray-auth.env; exec "$@"', "-",
+                              PY, "-c", WATCH, repr(t0), address, "3", "24"],
                              stdout=subprocess.PIPE, universal_newlines=True)
     sh(HEAD, "systemctl", "start", "--no-block", "llm-cluster-ray-head")
     if ordered:
