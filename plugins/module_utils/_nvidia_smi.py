@@ -139,7 +139,7 @@ def _header_fields(line, tabs):
     if tabs:
         fields = [field.strip() for field in line.rstrip("\r\n").split("\t")]
     else:
-        fields = [field for field in re.split(r"\s{2,}", line.strip())]
+        fields = re.split(r"\s{2,}", line.strip())
     if fields and fields[0] == "":
         fields = fields[1:]
     return fields

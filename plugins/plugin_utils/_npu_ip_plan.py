@@ -580,9 +580,9 @@ def _matrix_row(host, planned, ping, failures, max_loss=0.0):
         counts = ""
         if row["transmitted"] is not None and row["received"] is not None:
             counts = " (%s sent, %s received)" % (row["transmitted"], row["received"])
+        where = _where(host, ping["device"])
         failures.append("%s (%s) loses %s%% of its pings to %s%s, more than prepare_npu_ping_max_loss_pct %s: "
-                        "check the link and the optics" % (_where(host, ping["device"]), own, _pct(loss), target,
-                                                          counts, _pct(max_loss)))
+                        "check the link and the optics" % (where, own, _pct(loss), target, counts, _pct(max_loss)))
     return row
 
 

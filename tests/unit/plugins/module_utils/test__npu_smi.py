@@ -126,8 +126,8 @@ def test_info_process_memory_in_bytes_is_converted():
         "+======================+===============+====================================================+",
     ])
     info = npu_smi.parse_info(text)
-    assert info["processes"] == [{"npu_id": 0, "chip_id": 0, "pid": 4242, "name": "python3", "memory_mb": 5,
-                                   "container_pid": None, "extra": {}}]
+    assert info["processes"] == [
+        {"npu_id": 0, "chip_id": 0, "pid": 4242, "name": "python3", "memory_mb": 5, "container_pid": None, "extra": {}}]
 
 
 def test_info_dcmi_error_names_the_line():
