@@ -18,10 +18,10 @@ def model_fanout(nodes, settings):
         raise AnsibleFilterError("model_fanout: %s" % exc)
 
 
-def model_hub_command(repo, hub, dest, revision="", python="python3"):
+def model_hub_command(repo, hub, dest, revision="", python="python3", token_file=""):
     """argv that downloads a hub repository into dest with the hub's own Python client."""
     try:
-        return _model_distribution.hub_command(hub, repo, dest, revision, python)
+        return _model_distribution.hub_command(hub, repo, dest, revision, python, token_file)
     except ValueError as exc:
         raise AnsibleFilterError(str(exc))
 

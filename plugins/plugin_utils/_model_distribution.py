@@ -113,29 +113,34 @@ def disk_gate(nodes, factor):
     return failures
 
 
-# Each hub's own Python client, run on the source node. The token comes from the
-# LLM_CLUSTER_HUB_TOKEN environment variable of the task (no_log), never from argv.
+# Each hub's own Python client, run on the source node. The token comes from a
+# 0600 file whose path is the last argument ("" = no token): never from argv or
+# the environment of the task, where ps and -vvv would show it.
+_TOKEN = "tf = sys.argv[4]; token = (open(tf).read().strip() if tf else '') or None; "
 _HUB_CODE = {
-    "huggingface": ("import os, sys; from huggingface_hub import snapshot_download; "
+    "huggingface": ("import sys; from huggingface_hub import snapshot_download; " + _TOKEN +
                     "snapshot_download(repo_id=sys.argv[1], local_dir=sys.argv[2], revision=sys.argv[3] or None, "
-                    "token=os.environ.get('LLM_CLUSTER_HUB_TOKEN') or None)"),
-    "modelscope": ("import os, sys; from modelscope.hub.api import HubApi; from modelscope import snapshot_download; "
-                   "token = os.environ.get('LLM_CLUSTER_HUB_TOKEN'); token and HubApi().login(token); "
+                    "token=token)"),
+    "modelscope": ("import sys; from modelscope.hub.api import HubApi; from modelscope import snapshot_download; " +
+                   _TOKEN + "token and HubApi().login(token); "
                    "snapshot_download(sys.argv[1], local_dir=sys.argv[2], revision=sys.argv[3] or None)"),
-    "modelers": ("import os, sys; from openmind_hub import snapshot_download; "
+    "modelers": ("import sys; from openmind_hub import snapshot_download; " + _TOKEN +
                  "snapshot_download(repo_id=sys.argv[1], local_dir=sys.argv[2], revision=sys.argv[3] or None, "
-                 "token=os.environ.get('LLM_CLUSTER_HUB_TOKEN') or None)"),
+                 "token=token)"),
 }
 _HUB_PACKAGE = {"huggingface": "huggingface_hub", "modelscope": "modelscope", "modelers": "openmind_hub"}
 
 
-def hub_command(hub, repo, dest, revision="", python="python3"):
-    """argv that downloads repo into dest with the hub's Python client (which resumes partial files)."""
+def hub_command(hub, repo, dest, revision="", python="python3", token_file=""):
+    """argv that downloads repo into dest with the hub's Python client (which resumes partial files).
+
+    token_file: path of a file holding the hub token ("" = anonymous); only the path is in argv.
+    """
     if hub not in HUBS:
         raise ValueError("model_distribution_hub must be one of %s, got %r" % (", ".join(HUBS), hub))
     if not repo or repo.count("/") != 1 or repo.startswith("/") or repo.endswith("/"):
         raise ValueError("model_distribution_repo must be an owner/name repository id, got %r" % repo)
-    return [python, "-c", _HUB_CODE[hub], repo, dest, revision or ""]
+    return [python, "-c", _HUB_CODE[hub], repo, dest, revision or "", token_file or ""]
 
 
 def hub_package(hub):

@@ -98,13 +98,45 @@ def test_shared_filesystem_is_verified_never_copied():
 
 @pytest.mark.parametrize("hub, package", [("huggingface", "huggingface_hub"), ("modelscope", "modelscope"),
                                           ("modelers", "openmind_hub")])
-def test_hub_commands_keep_the_token_out_of_argv(hub, package):
-    argv = md.hub_command(hub, "deepseek-ai/DeepSeek-R1", "/srv/models/r1", "main", "/opt/llm_cluster/hub/bin/python")
+def test_hub_commands_keep_the_token_out_of_argv(hub, package, tmp_path):
+    argv = md.hub_command(hub, "deepseek-ai/DeepSeek-R1", "/srv/models/r1", "main", "/opt/llm_cluster/hub/bin/python",
+                          "/run/llm_cluster/model/hub-token")
     assert argv[0] == "/opt/llm_cluster/hub/bin/python" and argv[1] == "-c"
-    assert argv[3:] == ["deepseek-ai/DeepSeek-R1", "/srv/models/r1", "main"]
-    assert "LLM_CLUSTER_HUB_TOKEN" in argv[2] and "from %s" % package in argv[2]
+    assert argv[3:] == ["deepseek-ai/DeepSeek-R1", "/srv/models/r1", "main", "/run/llm_cluster/model/hub-token"]
+    assert "environ" not in argv[2] and "from %s" % package in argv[2]
     compile(argv[2], "<hub>", "exec")
     assert md.hub_package(hub) == package
+    assert md.hub_command(hub, "a/b", "/srv/m")[-1] == ""
+
+
+@pytest.mark.parametrize("hub", ["huggingface", "modelscope", "modelers"])
+def test_hub_client_reads_the_token_from_its_file(hub, tmp_path):
+    """Run the client code against a stand-in package that records what it was given (not the real hub client)."""
+    import subprocess
+    import sys
+    stub = tmp_path / "stub"
+    for module in ("huggingface_hub", "openmind_hub", "modelscope", "modelscope/hub"):
+        (stub / module).mkdir(parents=True, exist_ok=True)
+    record = ("import json, os\n"
+              "def snapshot_download(*args, **kwargs):\n"
+              "    open(os.environ['RECORD'], 'a').write(json.dumps([list(args), kwargs]) + '\\n')\n")
+    for module in ("huggingface_hub", "openmind_hub", "modelscope"):
+        (stub / module / "__init__.py").write_text(record)
+    (stub / "modelscope" / "hub" / "__init__.py").write_text("")
+    (stub / "modelscope" / "hub" / "api.py").write_text(
+        "import json, os\nclass HubApi:\n    def login(self, token):\n"
+        "        open(os.environ['RECORD'], 'a').write(json.dumps(['login', token]) + '\\n')\n")
+    token_file = tmp_path / "hub-token"
+    token_file.write_text("hf_canary\n")
+    record_file = tmp_path / "record"
+    argv = md.hub_command(hub, "a/b", str(tmp_path / "dest"), "", sys.executable, str(token_file))
+    env = {"PYTHONPATH": str(stub), "RECORD": str(record_file), "PATH": "/usr/bin:/bin"}
+    subprocess.run(argv, env=env, check=True)
+    calls = record_file.read_text()
+    assert "hf_canary" in calls and "hf_canary" not in " ".join(argv)
+    record_file.unlink()
+    subprocess.run(md.hub_command(hub, "a/b", str(tmp_path / "dest"), "", sys.executable), env=env, check=True)
+    assert "hf_canary" not in record_file.read_text()
 
 
 @pytest.mark.parametrize("hub, repo", [("gitee", "a/b"), ("huggingface", "noslash"), ("modelscope", "/a/b"),
