@@ -169,3 +169,32 @@ def test_bad_perimeter_values_name_their_variable(tmp_path, extra, message):
     result = render(tmp_path, **extra)
     assert result.returncode != 0
     assert message in " ".join(result.stdout.split())
+
+
+@pytest.mark.parametrize("firewall, failing", [
+    ("auto", ["a: no firewall: firewalld is not running and there is no nft command"]),
+    ("nftables", ["a: llm_cluster_firewall is nftables but there is no nft command", "c: llm_cluster_firewall is nftables"]),
+    ("none", []),
+])
+def test_preflight_fails_a_node_without_a_firewall_before_any_change(tmp_path, firewall, failing):
+    """The prepare gate (the first step that could change a node) on what its probe reads from three nodes."""
+    with open(os.path.join(ROOT, "roles", "prepare", "tasks", "preflight.yml")) as handle:
+        gate = [t for t in yaml.safe_load(handle) if t["name"].startswith("Preflight | Fail on a node without the firewall")]
+    assert len(gate) == 1
+    play = [{"name": "Firewall gate", "hosts": "all", "gather_facts": False, "connection": "local",
+             "vars": {"prepare_firewall": firewall},
+             "tasks": [{"name": "Stand in for the probe", "ansible.builtin.set_fact": {
+                 "__prepare_firewall_probe": {"stdout_lines": "{{ probe }}"}}}] + gate}]
+    (tmp_path / "gate.yml").write_text(yaml.safe_dump(play, sort_keys=False))
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {
+        "a": {"probe": []}, "b": {"probe": ["/usr/sbin/nft"]}, "c": {"probe": ["firewalld"]}}}}))
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
+    result = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"), str(tmp_path / "gate.yml"),
+                             "-e", "ansible_python_interpreter=%s" % sys.executable],
+                            env=env, capture_output=True, text=True, timeout=300, check=False)
+    output = " ".join(result.stdout.split())
+    assert (result.returncode != 0) == bool(failing), output[-2000:]
+    for message in failing:
+        assert message in output
+    if failing:
+        assert "nothing was changed" in output and "b: " not in output.split("nothing was changed", 1)[1].split("]", 1)[0]
