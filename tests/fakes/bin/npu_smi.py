@@ -289,9 +289,12 @@ def show_mapping(npu: Npu) -> str:
 def show_topo(npu: Npu) -> str:
     matrix = npu.section.get("topo_matrix")
     link = npu.section.get("topo_link", "HCCS")
-    ids = [dev["id"] for dev in npu.devices]
+    # One row per card, labelled with its NPU id, on the 300I Duo (inferred: no capture).
+    devices = [chips[0] for _card, chips in npu.cards()] if npu.layout == "310p" else npu.devices
+    key = "card" if npu.layout == "310p" else "id"
+    ids = [dev[key] for dev in devices]
     rows = ["\t   " + "".join(f"NPU{i:<8}" for i in ids) + "CPU Affinity"]
-    for dev in npu.devices:
+    for dev in (dict(dev, id=dev[key]) for dev in devices):
         cells = [
             "X" if other == dev["id"] else (matrix[dev["id"]][other] if matrix else link)
             for other in ids

@@ -644,6 +644,10 @@ def test_300i_duo_cards_chips_and_health(make_node, profile):
     assert "PCI Device ID                  : 0xD500" in board and "Chip Count                     : 2" in board
     table = node.run("npu-smi", "info").stdout
     assert "| 2       310P3                 | Critical        | NA " in table
+    # -t topo (no capture: one row per card, keyed like the collection reads it, by NPU id)
+    topo = node.run("npu-smi", "info", "-t", "topo").stdout.splitlines()
+    assert topo[0].split() == ["NPU1", "NPU2", "NPU4", "NPU5", "CPU", "Affinity"]
+    assert [line.split()[-1] for line in topo[1:5]] == ["0-31", "32-63", "64-95", "96-127"]
 
 
 def test_hccn_ping_lost_knob_reproduces_the_partial_loss_capture(pair, atlas, vendor):
