@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,11 +29,13 @@ HOSTILE_DIR = "/var/lib/ray tmp\nExecStartPre=/bin/touch /tmp/pwned $(id) %n ${H
 HOSTILE_ENV = {"PYTHONPATH": "/opt/x\nExecStartPre=/bin/true", "WEIRD": 'a"b%n$X'}
 
 
-def render(tmp_path, **extra):
-    hosts = {name: {"__ray_cluster_address": address, "__ray_cluster_interface": "eth1"} for name, address in HOSTS.items()}
+def render(tmp_path, host_vars=None, **extra):
+    names = sorted(host_vars) if host_vars else sorted(HOSTS)
+    hosts = {name: dict({"__ray_cluster_address": "10.10.0.%d" % (11 + index), "__ray_cluster_interface": "eth1"},
+                        **(host_vars or {}).get(name, {})) for index, name in enumerate(names)}
     inventory = {"all": {"children": {
         "masters": {"hosts": {"master1": hosts["master1"]}},
-        "workers": {"hosts": {"worker1": hosts["worker1"], "worker2": hosts["worker2"]}}},
+        "workers": {"hosts": {name: hosts[name] for name in names if name != "master1"}}},
         "vars": {"ansible_port": 2222}}}
     path = tmp_path / "hosts.yml"
     path.write_text(yaml.safe_dump(inventory))
@@ -153,48 +156,65 @@ def test_hostile_values_stay_one_argument_and_add_no_directive(rendered):
     assert 'Environment="WEIRD=a\\"b%%n$X"' in unit
 
 
-def test_no_firewall_acknowledged_keeps_the_guard_without_rules(tmp_path):
-    result = render(tmp_path, llm_cluster_firewall="none")
-    assert result.returncode == 0, result.stdout[-3000:]
-    guard = (tmp_path / "worker2" / "llm-cluster-firewall.service").read_text()
+# One render, a host per case: each fails (or not) on its own (llm_cluster_* values sit below the role's
+# defaults, which only read them, so inventory host variables reach them).
+CASES = {
+    "master1": ({}, None),
+    "worker1": ({"llm_cluster_client_cidrs": ["10.0.0.0/8 } ; flush ruleset"]},
+                "ray_cluster_client_cidrs: '10.0.0.0/8 } ; flush ruleset' is not an IPv4/IPv6 address or CIDR"),
+    "worker2": ({"llm_cluster_admin_cidrs": "10.0.0.0/8"}, "ray_cluster_admin_cidrs must be a list"),
+    "worker3": ({"llm_cluster_firewall_allow": [{"port": "22; accept"}]},
+                "ray_cluster_firewall_allow[0]: port '22; accept' is not a port"),
+    "worker4": ({"llm_cluster_firewall": "none"}, None),
+}
+
+
+def test_bad_perimeter_values_name_their_variable_and_none_keeps_an_empty_guard(tmp_path):
+    result = render(tmp_path, host_vars={host: values for host, (values, dummy) in CASES.items()})
+    output = " ".join(result.stdout.split())
+    for host, (dummy, message) in CASES.items():
+        if message:
+            assert "failed: [%s] (item={'src': 'ray-firewall.nft.j2'" % host in output and message in output, host
+        else:
+            assert (tmp_path / host / "ray.service").exists(), host
+    guard = (tmp_path / "worker4" / "llm-cluster-firewall.service").read_text()
     assert "llm_cluster_firewall is none" in guard and "ExecStart" not in guard
+    assert "PartOf=nftables.service" in (tmp_path / "master1" / "llm-cluster-firewall.service").read_text()
 
 
-@pytest.mark.parametrize("extra, message", [
-    ({"llm_cluster_client_cidrs": ["10.0.0.0/8 } ; flush ruleset"]}, "ray_cluster_client_cidrs: '10.0.0.0/8 } ; flush ruleset' is not"),
-    ({"llm_cluster_admin_cidrs": "10.0.0.0/8"}, "ray_cluster_admin_cidrs must be a list"),
-    ({"llm_cluster_firewall_allow": [{"port": "22; accept"}]}, "ray_cluster_firewall_allow[0]: port '22; accept' is not a port"),
-])
-def test_bad_perimeter_values_name_their_variable(tmp_path, extra, message):
-    result = render(tmp_path, **extra)
-    assert result.returncode != 0
-    assert message in " ".join(result.stdout.split())
+GATE = {
+    "auto": ["a: no firewall: firewalld is not running and there is no nft command"],
+    "nftables": ["a: llm_cluster_firewall is nftables but there is no nft command",
+                 "c: llm_cluster_firewall is nftables but there is no nft command"],
+    "none": [],
+}
 
 
-@pytest.mark.parametrize("firewall, failing", [
-    ("auto", ["a: no firewall: firewalld is not running and there is no nft command"]),
-    ("nftables", ["a: llm_cluster_firewall is nftables but there is no nft command", "c: llm_cluster_firewall is nftables"]),
-    ("none", []),
-])
-def test_preflight_fails_a_node_without_a_firewall_before_any_change(tmp_path, firewall, failing):
-    """The prepare gate (the first step that could change a node) on what its probe reads from three nodes."""
+def test_preflight_fails_a_node_without_a_firewall_before_any_change(tmp_path):
+    """The prepare gate (the first step that could change a node) on what its probe reads, per setting."""
     with open(os.path.join(ROOT, "roles", "prepare", "tasks", "preflight.yml")) as handle:
         gate = [t for t in yaml.safe_load(handle) if t["name"].startswith("Preflight | Fail on a node without the firewall")]
-    assert len(gate) == 1
-    play = [{"name": "Firewall gate", "hosts": "all", "gather_facts": False, "connection": "local",
-             "vars": {"prepare_firewall": firewall},
-             "tasks": [{"name": "Stand in for the probe", "ansible.builtin.set_fact": {
-                 "__prepare_firewall_probe": {"stdout_lines": "{{ probe }}"}}}] + gate}]
-    (tmp_path / "gate.yml").write_text(yaml.safe_dump(play, sort_keys=False))
+    assert len(gate) == 1 and gate[0].pop("any_errors_fatal") is True
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {
         "a": {"probe": []}, "b": {"probe": ["/usr/sbin/nft"]}, "c": {"probe": ["firewalld"]}}}}))
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
-    result = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"), str(tmp_path / "gate.yml"),
-                             "-e", "ansible_python_interpreter=%s" % sys.executable],
-                            env=env, capture_output=True, text=True, timeout=300, check=False)
-    output = " ".join(result.stdout.split())
-    assert (result.returncode != 0) == bool(failing), output[-2000:]
-    for message in failing:
-        assert message in output
-    if failing:
-        assert "nothing was changed" in output and "b: " not in output.split("nothing was changed", 1)[1].split("]", 1)[0]
+    runs = {}
+    for mode in GATE:
+        play = [{"name": mode, "hosts": "all", "gather_facts": False, "connection": "local",
+                 "vars": {"prepare_firewall": mode},
+                 "tasks": [{"name": "Stand in for the probe", "ansible.builtin.set_fact": {
+                     "__prepare_firewall_probe": {"stdout_lines": "{{ probe }}"}}}] + gate}]
+        (tmp_path / ("%s.yml" % mode)).write_text(yaml.safe_dump(play, sort_keys=False))
+        runs[mode] = subprocess.Popen(
+            [os.path.join(BIN, "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"), str(tmp_path / ("%s.yml" % mode)),
+             "-e", "ansible_python_interpreter=%s" % sys.executable],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for mode, messages in GATE.items():
+        output = " ".join(runs[mode].communicate(timeout=300)[0].split())
+        failed = {m.group(1) for m in re.finditer(r"(\S+) : ok=\d+ changed=\d+ unreachable=\d+ failed=1", output)}
+        assert (runs[mode].returncode != 0) == bool(messages) and failed == ({"a"} if messages else set()), output[-3000:]
+        for message in messages:
+            assert message in output, mode
+        if messages:
+            listed = output.split("nothing was changed:", 1)[1].split("PLAY RECAP", 1)[0]
+            assert "'b: " not in listed, mode
