@@ -232,3 +232,14 @@ def test_every_bad_scalar_names_its_variable(changes):
     for name, value in changes.items():
         if validate(spec_with(**{name: value})):
             assert any(e.startswith(name + " = ") for e in errors), (name, errors)
+
+
+@pytest.mark.parametrize("image, tag", [
+    # Image references in the form MindIE and vllm-ascend use for their Atlas 300I Duo (310P) builds.
+    ("swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie", "2.0.RC1-300I-Duo-py311-openeuler24.03-lts"),
+    ("quay.io/ascend/vllm-ascend", "v0.9.1-310p"),
+    ("hub.oepkgs.net/oedeploy/openeuler/aarch64/mindspore", 20250717),
+    ("localhost:5000/llm/vllm", "latest"),
+])
+def test_published_images_and_tags_are_recognised(image, tag):
+    assert validate(spec_with(container={"image_name": image, "image_tag": tag, "container_name": "openeuler_ds"})) == []
