@@ -79,6 +79,10 @@ def names(count):
     return [PREFIX + "master1"] + [PREFIX + "worker%d" % index for index in range(1, count)]
 
 
+def git(*argv):
+    return subprocess.run(["git"] + list(argv), cwd=ROOT, check=True, stdout=subprocess.PIPE, universal_newlines=True).stdout
+
+
 def loadavg():
     with open("/proc/loadavg") as handle:
         return [float(value) for value in handle.read().split()[:3]]
@@ -144,7 +148,7 @@ def profile(text):
             continue
         if not inside or not line.strip() or line.startswith("=") or re.match(r"^\w+day \d", line):
             continue
-        head, _, seconds = line.rstrip().rpartition(" ")
+        head, seconds = (line.rstrip().rsplit(" ", 1) + [""])[:2]
         if not seconds.endswith("s"):
             continue
         try:
@@ -175,7 +179,7 @@ def playbook(name, inventory, env, args, out, tag):
     argv = ["ansible-playbook", "-i", inventory, os.path.join(ROOT, name)] + args
     log("%s: %s" % (tag, " ".join(argv[1:])))
     started = time.monotonic()
-    result = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    result = subprocess.run(argv, cwd=ROOT, env=env, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             universal_newlines=True)
     seconds = round(time.monotonic() - started, 1)
     with open(os.path.join(out, tag + ".log"), "w") as handle:
@@ -216,7 +220,7 @@ def bench_nodes(count, args, out, env):
             row = {"nodes": count, "run": run, "seconds": seconds, "share_of_first": round(seconds / first, 3),
                    "changed": sum(host["changed"] for host in hosts.values()), "recap": hosts,
                    "cpu_nodes_s": round(cpu_nodes, 1), "cpu_controller_s": round(cpu_controller, 1),
-                   "roles": by_role(tasks), "tasks_total_s": round(sum(sec for _, sec in tasks), 2),
+                   "roles": by_role(tasks), "tasks_total_s": round(sum(task[1] for task in tasks), 2),
                    "tasks": [{"task": name, "seconds": sec} for name, sec in tasks]}
             rows.append(row)
             log("%s: %.1f s, changed=%d, CPU nodes %.0f s controller %.0f s, roles %s"
@@ -261,10 +265,8 @@ def main():
                PY_COLORS="0", ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
     report = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count(),
               "loadavg_start": loadavg(), "memory_per_node": args.memory, "skip_tags": args.skip_tags,
-              "image": IMAGE, "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                                    stdout=subprocess.PIPE, universal_newlines=True).stdout.strip(),
-              "git_uncommitted": len(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                                                    stdout=subprocess.PIPE, universal_newlines=True).stdout.splitlines()),
+              "image": IMAGE, "git": git("rev-parse", "--short", "HEAD").strip(),
+              "git_uncommitted": len(git("status", "--porcelain", "--untracked-files=no").splitlines()),
               "runs": []}
     path = os.path.join(out, "deploy-scale.json")
     try:
