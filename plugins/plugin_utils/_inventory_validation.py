@@ -397,8 +397,8 @@ def _check_addresses(spec, members, errors):
         owners.setdefault(_normal_address(address), []).append((host, address))
     for pairs in owners.values():
         if len(pairs) > 1:
-            hosts = ", ".join(h for h, _ in pairs)
-            spellings = sorted({a for _, a in pairs})
+            hosts = ", ".join(pair[0] for pair in pairs)
+            spellings = sorted({pair[1] for pair in pairs})
             if len(spellings) == 1:
                 errors.append("hosts %s all have ansible_host = '%s': each node needs its own address; fix ansible_host."
                               % (hosts, spellings[0]))

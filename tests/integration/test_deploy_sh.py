@@ -138,7 +138,7 @@ def test_vault_options_reach_ansible_playbook(tmp_path, how):
 
 
 def test_without_the_vault_password_the_run_stops(tmp_path):
-    inventory, _ = vaulted_inventory(tmp_path)
+    inventory = vaulted_inventory(tmp_path)[0]
     result = deploy("-i", inventory, "--tags", "always", cwd=str(tmp_path))
     output = result.stdout + result.stderr
     assert result.returncode != 0
