@@ -93,7 +93,7 @@ def test_corrupted_shard_is_the_only_file_sent_again(nodes):
     assert sums(victim) == sums(nodes["md-master1"])
 
 
-def test_killed_transfer_resumes(nodes):
+def test_killed_transfer_leaves_nothing_running_and_resumes(nodes):
     source, victim = nodes["md-master1"], nodes["md-worker3"]
     victim.check_output("rm -f %s/%s" % (MODEL, SHARD))
     # 64 MiB at 80 Mbit/s takes about 7 s: stop the receiving rsync half-way.
@@ -113,6 +113,13 @@ def test_killed_transfer_resumes(nodes):
         assert run.returncode != 0, output[-3000:]
     finally:
         source.run("tc qdisc del dev eth0 root")
+    # The failed round left nothing running and no secret behind, on any node.
+    for name in NAMES:
+        node = nodes[name]
+        assert node.run("systemctl is-active llm-cluster-model-rsyncd").stdout.strip() != "active", name
+        assert node.run("pgrep -a -x rsync").stdout == "", (name, node.run("ps -ef").stdout)
+        for secret in ("rsyncd.secrets", "password"):
+            assert not node.file("/run/llm_cluster/model/" + secret).exists, (name, secret)
     partial = victim.check_output("find %s/.llm_cluster-partial -type f -printf '%%s\\n' 2>/dev/null || true" % MODEL)
     kept = sum(int(size) for size in partial.split())
     assert 0 < kept < 64 * MIB
