@@ -1,6 +1,7 @@
 # Copyright (c) 2026 aihost.llm_cluster contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""The Ray cluster's life, in order: formed, unchanged, self-healing, restarted in order, explained, removed.
+"""The Ray cluster's life, in order: formed, closed to non-members, token-guarded, unchanged, self-healing,
+restarted in order, explained, kept closed through nftables reloads, removed.
 
 The tests run once (on master1) and drive the other nodes through testinfra hosts and ansible-playbook
 runs against Molecule's inventory, so they depend on the order they are written in.
@@ -13,6 +14,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -26,6 +28,12 @@ ARTIFACTS = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "ar
 NAMES = ["master1", "worker1", "worker2"]
 PY = "/opt/llm_cluster/ray/bin/python"
 UNIT = {"master1": "llm-cluster-ray-head", "worker1": "llm-cluster-ray-worker", "worker2": "llm-cluster-ray-worker"}
+AUTH_ENV = "/etc/llm_cluster/ray-auth.env"
+TOKEN = "/etc/llm_cluster/ray-auth-token"
+OUTSIDER = "llmc-ray-outsider"
+IMAGE = os.environ.get("IMAGE", "aihost-llm-cluster/debian-systemd:bookworm")
+SCAN = os.path.join(SCENARIO, "files", "tcp_scan.py")
+COLLECTIONS = os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep)[0]
 
 READ = r'''
 import json, sys, ray
@@ -57,7 +65,8 @@ def addresses(nodes):
 
 
 def python(node, code, *args):
-    return node.run("%s - %s <<'EOF'\n%s\nEOF" % (PY, " ".join(args), code))
+    """Run code under Ray's Python on a node, with the cluster token settings the node's Ray units use."""
+    return node.run("set -a; . %s; set +a; %s - %s <<'EOF'\n%s\nEOF" % (AUTH_ENV, PY, " ".join(args), code))
 
 
 def cluster(nodes, addresses, port=6379, want=3, wait=60):
@@ -94,6 +103,51 @@ def ray_step(*extra):
     return playbook(os.path.join(SCENARIO, "ray.yml"), *extra)
 
 
+def docker(*args, check=True):
+    return subprocess.run(["docker"] + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=900, check=check)
+
+
+def settled(node, *names, wait=120):
+    """ActiveState of each unit once systemd has no job left (a propagated restart or reload is a job too)."""
+    deadline = time.time() + wait
+    while node.check_output("systemctl list-jobs --no-legend") and time.time() < deadline:
+        time.sleep(1)
+    return [node.check_output("systemctl show -p ActiveState --value %s" % name) for name in names]
+
+
+def perimeter_state(node, ray_unit):
+    guard, ray = settled(node, "llm-cluster-firewall", ray_unit)
+    table = node.run("nft list table inet llm_cluster").rc == 0
+    ray_processes = node.run("pgrep -f '[/]opt/llm_cluster/ray/'").rc == 0
+    return {"guard": guard, "ray": ray, "table": table, "ray_processes": ray_processes}
+
+
+def never_open(state):
+    """The table is loaded, or nothing of Ray runs."""
+    return state["table"] or (state["ray"] == "inactive" and not state["ray_processes"])
+
+
+@pytest.fixture(scope="module")
+def outsider():
+    """A container on the nodes' Docker network that is in no inventory: no play can touch it."""
+    networks = json.loads(docker("inspect", "-f", "{{json .NetworkSettings.Networks}}", "master1").stdout)
+    docker("rm", "-f", OUTSIDER, check=False)
+    docker("run", "-d", "--rm", "--name", OUTSIDER, "--network", [n for n in sorted(networks) if n != "bridge"][0], "--entrypoint", "sleep", IMAGE,
+           "infinity")
+    docker("cp", SCAN, OUTSIDER + ":/root/tcp_scan.py")
+    yield OUTSIDER
+    docker("rm", "-f", OUTSIDER, check=False)
+
+
+# One ray.init, as a member's driver or a ray:// client would; prints the alive nodes.
+CONNECT = r'''
+import sys, ray
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+print("ALIVE", sum(1 for n in ray.nodes() if n["Alive"]))
+'''
+
+
 def test_cluster_has_3_nodes_and_24_npu(nodes, addresses):
     seen = cluster(nodes, addresses)
     assert seen == {"alive": sorted(addresses.values()), "npu": 24.0}
@@ -127,6 +181,142 @@ def test_ray_ports_refuse_non_members(nodes, addresses):
     table = nodes["master1"].check_output("nft list table inet llm_cluster")
     for address in addresses.values():
         assert address in table
+
+
+def test_a_non_member_reaches_only_ssh_on_every_port_of_every_node(nodes, addresses, outsider):
+    # Ours listen beyond loopback: the GCS, Ray's client server, the raylets' ports.
+    listening = nodes["master1"].check_output("ss -Htln")
+    assert ":6379 " in listening and ":10001 " in listening and ":6380 " in listening
+    out = docker("exec", outsider, "python3", "/root/tcp_scan.py", "2", "8000", *sorted(addresses.values()))
+    scan = json.loads(out.stdout.strip().splitlines()[-1])
+    for name, address in addresses.items():
+        sshd = nodes[name].run("ss -Htln 'sport = :22'").stdout.strip() != ""
+        assert scan[address]["open"] == ([22] if sshd else []), (name, scan[address]["open"])
+        # Dropped, not refused: nothing on the cluster interface answers a non-member.
+        assert scan[address]["refused"] == [] and scan[address]["errors"] == {}, (name, scan[address])
+        assert scan[address]["silent"] == 65535 - len(scan[address]["open"])
+
+
+def listener_audit(node, address):
+    """Every listening TCP/UDP socket with its process and unit, and whether the perimeter guards it.
+
+    Ours (a process in an llm-cluster-* unit) must be on loopback, or behind the table: bound to the cluster
+    address, or to every address while the cluster interface is the only one besides loopback, or on a port
+    the table drops on the other interfaces.
+    """
+    table = node.run("nft list table inet llm_cluster")
+    dropped = []
+    if table.rc == 0:
+        line = next((l for l in table.stdout.splitlines() if "dport {" in l and l.strip().endswith("drop")), "")
+        for item in line.split("{", 1)[-1].split("}", 1)[0].replace(" ", "").split(","):
+            if item:
+                low, dummy, high = item.partition("-")
+                dropped.append((int(low), int(high or low)))
+    # Interfaces with an address, besides loopback: where a socket on every address can be reached.
+    interfaces = sorted({line.split()[1] for line in node.check_output("ip -o addr show").splitlines()} - {"lo"})
+    rows = []
+    for line in node.check_output("ss -Htlnup").splitlines():
+        fields = line.split()
+        proto, local = fields[0], fields[4]
+        host, port = local.rsplit(":", 1)
+        host = host.strip("[]").split("%")[0]
+        pids = re.findall(r"pid=(\d+)", line)
+        names = re.findall(r'\("([^"]+)"', line)
+        units = sorted({u for pid in pids for u in re.findall(r"/([^/]+\.service)",
+                                                              node.run("cat /proc/%s/cgroup" % pid).stdout)})
+        ours = any(u.startswith("llm-cluster-") for u in units)
+        loopback = host.startswith("127.") or host == "::1"
+        wildcard = host in ("0.0.0.0", "*", "::")
+        guarded = loopback or (table.rc == 0 and (
+            host == address or (wildcard and interfaces == ["eth0"])
+            or any(low <= int(port) <= high for low, high in dropped)))
+        rows.append({"proto": proto, "address": host, "port": int(port), "process": ",".join(sorted(set(names))),
+                     "units": units, "ours": ours, "guarded": guarded})
+    return rows
+
+
+def test_listener_audit_finds_every_socket_of_ours_guarded(nodes, addresses):
+    for name, node in nodes.items():
+        rows = listener_audit(node, addresses[name])
+        print("\n".join("%s %s %s:%d %s %s %s" % (name, r["proto"], r["address"], r["port"], r["process"],
+                                                  ",".join(r["units"]) or "-", "guarded" if r["guarded"] else "OPEN")
+                        for r in rows))
+        ours = [r for r in rows if r["ours"]]
+        # Ray listens beyond loopback on every node (raylet, object manager); the audit has something to judge.
+        assert any(not r["address"].startswith("127.") for r in ours), (name, rows)
+        assert [r for r in ours if not r["guarded"]] == [], name
+    head = {r["port"] for r in listener_audit(nodes["master1"], addresses["master1"]) if r["ours"]}
+    assert {6379, 10001} <= head
+
+
+def test_listener_audit_catches_a_listener_the_table_does_not_cover(nodes, addresses):
+    worker = nodes["worker2"]
+    # A second interface, and a listener of ours on every address on a port outside the cluster's own.
+    worker.check_output("ip link add llmcdummy0 type dummy && ip addr add 10.254.0.1/24 dev llmcdummy0 && "
+                        "ip link set llmcdummy0 up")
+    worker.check_output("systemd-run --unit=llm-cluster-audit-probe python3 -m http.server 18080 --bind 0.0.0.0")
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline and ":18080 " not in worker.check_output("ss -Htln"):
+            time.sleep(0.5)
+        flagged = [r for r in listener_audit(worker, addresses["worker2"]) if r["ours"] and not r["guarded"]]
+        assert [(r["port"], r["units"]) for r in flagged] == [(18080, ["llm-cluster-audit-probe.service"])]
+    finally:
+        worker.run("systemctl stop llm-cluster-audit-probe; ip link del llmcdummy0")
+    assert [r for r in listener_audit(worker, addresses["worker2"]) if r["ours"] and not r["guarded"]] == []
+
+
+def test_ray_refuses_a_member_without_the_token(nodes, addresses):
+    worker, gcs, client = nodes["worker1"], "%s:6379" % addresses["master1"], "ray://%s:10001" % addresses["master1"]
+    for name, node in nodes.items():
+        token = node.file(TOKEN)
+        assert token.mode == 0o600 and token.user == "root" and token.size == 64, name
+        # The token is in no process's command line or environment (its path is, in RAY_AUTH_TOKEN_PATH).
+        found = node.run("grep -slFf %s /proc/[0-9]*/cmdline /proc/[0-9]*/environ" % TOKEN)
+        assert found.rc != 0 and found.stdout.strip() == "", (name, found.stdout)
+    # With the token: a driver through the GCS, and a client through Ray's client server. The client server
+    # forks a server per client and that fork sometimes dies in grpc ("Check failed: next_worker->state ==
+    # KICKED", Ray's own log): up to three tries.
+    out = python(worker, CONNECT, gcs)
+    assert out.rc == 0 and "ALIVE 3" in out.stdout, out.stderr[-2000:]
+    for dummy in range(3):
+        out = python(worker, CONNECT, client)
+        if out.rc == 0:
+            break
+    assert out.rc == 0 and "ALIVE 3" in out.stdout, out.stderr[-2000:]
+    # Without it, and with a wrong one: refused, from a member the firewall lets through.
+    worker.check_output("printf %s 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef > /root/wrong-token")
+    run = "timeout 150 env %s %s - %s <<'EOF'\n%s\nEOF"
+    for env in ("-u RAY_AUTH_MODE -u RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/root/wrong-token"):
+        out = worker.run(run % (env, PY, gcs, CONNECT))
+        assert out.rc == 1 and "ALIVE" not in out.stdout, out.stdout[-1000:]
+        assert "Unauthenticated: RPC error: InvalidAuthToken: Authentication token is missing or incorrect" in out.stderr
+        assert "ConnectionError: Failed to connect to Ray cluster at %s" % gcs in out.stderr
+        out = worker.run(run % (env, PY, client, CONNECT))
+        assert out.rc == 1 and "ALIVE" not in out.stdout, out.stdout[-1000:]
+        assert "ConnectionError: ray client connection timeout" in out.stderr, out.stderr[-2000:]
+    log = nodes["master1"].check_output("cat /var/lib/llm_cluster/ray/session_latest/logs/ray_client_server.err")
+    assert "Authentication required but no authorization header provided" in log
+
+
+def test_systemd_reads_escaped_values_back_unchanged(nodes):
+    """The escaping of the unit templates, judged by systemd itself: every hostile word stays one argument."""
+    sys.path.insert(0, COLLECTIONS)
+    from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _perimeter
+    words = ["a b", "x\nExecStartPre=/bin/touch /run/pwned", "$(id)", "${HOME}", "$HOME", "50%", "%n", "it's", 'q"q',
+             "back\\slash", ";", "tab\there", "{\"NPU\": 8}"]
+    code = "import json, os, sys; json.dump([sys.argv[1:], os.environ['V']], open('/run/llmc-escape.json', 'w'))"
+    unit = "[Service]\nType=oneshot\nEnvironment=%s\nExecStart=%s\n" % (
+        _perimeter.systemd_environment("V", "x\ny$Z%n'\""), _perimeter.systemd_exec_args(["/usr/bin/python3", "-c", code] + words))
+    node = nodes["master1"]
+    node.check_output("cat > /etc/systemd/system/llmc-escape.service <<'UNIT'\n%sUNIT" % unit)
+    try:
+        node.check_output("systemctl daemon-reload && systemctl start llmc-escape.service")
+        argv, value = json.loads(node.check_output("cat /run/llmc-escape.json"))
+        assert argv == words and value == "x\ny$Z%n'\""
+        assert not node.file("/run/pwned").exists
+    finally:
+        node.run("rm -f /etc/systemd/system/llmc-escape.service /run/llmc-escape.json; systemctl daemon-reload")
 
 
 def test_second_run_changes_nothing_and_keeps_every_pid(nodes):
@@ -199,6 +389,38 @@ def test_worker_that_cannot_reach_the_head_is_named(nodes, addresses):
         worker.run("nft delete table inet harness_block")
     result, dummy = ray_step()
     assert result.returncode == 0, result.stdout[-3000:]
+    assert cluster(nodes, addresses)["npu"] == 24.0
+
+
+def test_nftables_reload_restart_and_stop_never_leave_ray_open(nodes, addresses):
+    worker, ray_unit = nodes["worker1"], UNIT["worker1"]
+    assert worker.check_output("systemctl show -p ActiveState --value nftables") == "inactive"
+    # A restart of nftables.service (here a first start): its config flushes the ruleset; the guard and Ray follow.
+    before = unit(worker, ray_unit)["MainPID"]
+    worker.check_output("systemctl restart nftables")
+    state = perimeter_state(worker, ray_unit)
+    assert state == {"guard": "active", "ray": "active", "table": True, "ray_processes": True}
+    assert unit(worker, ray_unit)["MainPID"] != before
+    # A reload (flush ruleset + its config again): the table is loaded again, Ray keeps running.
+    before = unit(worker, ray_unit)["MainPID"]
+    worker.check_output("systemctl reload nftables")
+    state = perimeter_state(worker, ray_unit)
+    assert state == {"guard": "active", "ray": "active", "table": True, "ray_processes": True}
+    assert unit(worker, ray_unit)["MainPID"] == before
+    # A stop: no table, and no Ray either.
+    worker.check_output("systemctl stop nftables")
+    state = perimeter_state(worker, ray_unit)
+    assert state == {"guard": "inactive", "ray": "inactive", "table": False, "ray_processes": False}
+    assert never_open(state)
+    # A start of nftables.service runs its config again: the drop-in loads the table right after; Ray stays down.
+    worker.check_output("systemctl start nftables")
+    state = perimeter_state(worker, ray_unit)
+    assert state["table"] and state["ray"] == "inactive" and never_open(state)
+    # The next run brings the guard and Ray back.
+    result, changed = ray_step()
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert changed["worker1"] > 0 and changed["master1"] == 0 and changed["worker2"] == 0
+    assert perimeter_state(worker, ray_unit) == {"guard": "active", "ray": "active", "table": True, "ray_processes": True}
     assert cluster(nodes, addresses)["npu"] == 24.0
 
 
