@@ -3,10 +3,10 @@
 """Time from the first Ray unit start to every node joined, on a converged container cluster.
 
 Needs the containers of the Molecule ``ray`` scenario (or ``default``) after a converge:
-``master1`` running ``llm-cluster-ray-head`` and ``worker1``/``worker2`` running
+``ray-master1`` running ``llm-cluster-ray-head`` and ``ray-worker1``/``ray-worker2`` running
 ``llm-cluster-ray-worker``. Each round stops every unit, then starts them the way the role does
 (the head, then the workers as soon as the head's GCS port answers) or all at once, and measures on
-master1 the time from the head's start until Ray's own API shows every node alive and every NPU
+ray-master1 the time from the head's start until Ray's own API shows every node alive and every NPU
 visible. Prints one JSON line per round and a summary line with the medians::
 
     make bench-ray            # creates, converges, measures and destroys the ray scenario
@@ -21,9 +21,9 @@ import statistics
 import subprocess
 import time
 
-HEAD, WORKERS = "master1", ["worker1", "worker2"]
+HEAD, WORKERS = "ray-master1", ["ray-worker1", "ray-worker2"]
 PY = "/opt/llm_cluster/ray/bin/python"
-# Runs on master1: waits for the GCS port, then reads ray.nodes() until complete. Prints seconds since t0.
+# Runs on ray-master1: waits for the GCS port, then reads ray.nodes() until complete. Prints seconds since t0.
 WATCH = r'''
 import json, socket, sys, time
 t0, address, want, npu = float(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])

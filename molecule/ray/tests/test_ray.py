@@ -3,7 +3,7 @@
 """The Ray cluster's life, in order: formed, closed to non-members, token-guarded, unchanged, self-healing,
 restarted in order, explained, kept closed through nftables reloads, removed.
 
-The tests run once (on master1) and drive the other nodes through testinfra hosts and ansible-playbook
+The tests run once (on ray-master1) and drive the other nodes through testinfra hosts and ansible-playbook
 runs against Molecule's inventory, so they depend on the order they are written in.
 """
 
@@ -20,14 +20,14 @@ import time
 import pytest
 import testinfra
 
-testinfra_hosts = ["ansible://master1"]
+testinfra_hosts = ["ansible://ray-master1"]
 
 SCENARIO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 ARTIFACTS = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "artifacts")
-NAMES = ["master1", "worker1", "worker2"]
+NAMES = ["ray-master1", "ray-worker1", "ray-worker2"]
 PY = "/opt/llm_cluster/ray/bin/python"
-UNIT = {"master1": "llm-cluster-ray-head", "worker1": "llm-cluster-ray-worker", "worker2": "llm-cluster-ray-worker"}
+UNIT = {"ray-master1": "llm-cluster-ray-head", "ray-worker1": "llm-cluster-ray-worker", "ray-worker2": "llm-cluster-ray-worker"}
 AUTH_ENV = "/etc/llm_cluster/ray-auth.env"
 TOKEN = "/etc/llm_cluster/ray-auth-token"
 OUTSIDER = "llmc-ray-outsider"
@@ -70,10 +70,10 @@ def python(node, code, *args):
 
 
 def cluster(nodes, addresses, port=6379, want=3, wait=60):
-    """Alive node addresses and NPU total seen from master1, waiting up to `wait` s for `want` nodes."""
+    """Alive node addresses and NPU total seen from ray-master1, waiting up to `wait` s for `want` nodes."""
     deadline, last = time.time() + wait, None
     while time.time() < deadline:
-        out = python(nodes["master1"], READ, "%s:%d" % (addresses["master1"], port))
+        out = python(nodes["ray-master1"], READ, "%s:%d" % (addresses["ray-master1"], port))
         if out.rc == 0:
             last = json.loads(out.stdout.strip().splitlines()[-1])
             if len(last["alive"]) == want:
@@ -131,7 +131,7 @@ def never_open(state):
 @pytest.fixture(scope="module")
 def outsider():
     """A container on the nodes' Docker network that is in no inventory: no play can touch it."""
-    networks = json.loads(docker("inspect", "-f", "{{json .NetworkSettings.Networks}}", "master1").stdout)
+    networks = json.loads(docker("inspect", "-f", "{{json .NetworkSettings.Networks}}", "ray-master1").stdout)
     docker("rm", "-f", OUTSIDER, check=False)
     docker("run", "-d", "--rm", "--name", OUTSIDER, "--network", [n for n in sorted(networks) if n != "bridge"][0], "--entrypoint", "sleep", IMAGE,
            "infinity")
@@ -154,7 +154,7 @@ def test_cluster_has_3_nodes_and_24_npu(nodes, addresses):
 
 
 def test_a_task_runs_on_every_node(nodes, addresses):
-    out = python(nodes["master1"], SPREAD, "%s:6379" % addresses["master1"])
+    out = python(nodes["ray-master1"], SPREAD, "%s:6379" % addresses["ray-master1"])
     assert out.rc == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == NAMES
 
@@ -167,25 +167,25 @@ def test_units_enabled_and_pinned(nodes, addresses):
         assert "--node-ip-address=%s " % addresses[name] in text
         assert "'--resources={\"NPU\": 8}'" in text
         assert "--min-worker-port=20000" in text and "--max-worker-port=20999" in text
-    head = nodes["master1"].file("/etc/systemd/system/llm-cluster-ray-head.service").content_string
+    head = nodes["ray-master1"].file("/etc/systemd/system/llm-cluster-ray-head.service").content_string
     assert "--include-dashboard=false" in head
 
 
 def test_ray_ports_refuse_non_members(nodes, addresses):
     # The controller is not a member: its SYN to the GCS port is dropped.
     with pytest.raises(OSError):
-        socket.create_connection((addresses["master1"], 6379), timeout=2).close()
-    probe = nodes["worker1"].run("python3 -c 'import socket; socket.create_connection((\"%s\", 6379), timeout=2)'"
-                                 % addresses["master1"])
+        socket.create_connection((addresses["ray-master1"], 6379), timeout=2).close()
+    probe = nodes["ray-worker1"].run("python3 -c 'import socket; socket.create_connection((\"%s\", 6379), timeout=2)'"
+                                 % addresses["ray-master1"])
     assert probe.rc == 0, probe.stderr
-    table = nodes["master1"].check_output("nft list table inet llm_cluster")
+    table = nodes["ray-master1"].check_output("nft list table inet llm_cluster")
     for address in addresses.values():
         assert address in table
 
 
 def test_a_non_member_reaches_only_ssh_on_every_port_of_every_node(nodes, addresses, outsider):
     # Ours listen beyond loopback: the GCS, Ray's client server, the raylets' ports.
-    listening = nodes["master1"].check_output("ss -Htln")
+    listening = nodes["ray-master1"].check_output("ss -Htln")
     assert ":6379 " in listening and ":10001 " in listening and ":6380 " in listening
     out = docker("exec", outsider, "python3", "/root/tcp_scan.py", "2", "8000", *sorted(addresses.values()))
     scan = json.loads(out.stdout.strip().splitlines()[-1])
@@ -245,12 +245,12 @@ def test_listener_audit_finds_every_socket_of_ours_guarded(nodes, addresses):
         # Ray listens beyond loopback on every node (raylet, object manager); the audit has something to judge.
         assert any(not r["address"].startswith("127.") for r in ours), (name, rows)
         assert [r for r in ours if not r["guarded"]] == [], name
-    head = {r["port"] for r in listener_audit(nodes["master1"], addresses["master1"]) if r["ours"]}
+    head = {r["port"] for r in listener_audit(nodes["ray-master1"], addresses["ray-master1"]) if r["ours"]}
     assert {6379, 10001} <= head
 
 
 def test_listener_audit_catches_a_listener_the_table_does_not_cover(nodes, addresses):
-    worker = nodes["worker2"]
+    worker = nodes["ray-worker2"]
     # A second interface, and a listener of ours on every address on a port outside the cluster's own.
     worker.check_output("ip link add llmcdummy0 type dummy && ip addr add 10.254.0.1/24 dev llmcdummy0 && "
                         "ip link set llmcdummy0 up")
@@ -259,15 +259,15 @@ def test_listener_audit_catches_a_listener_the_table_does_not_cover(nodes, addre
         deadline = time.time() + 30
         while time.time() < deadline and ":18080 " not in worker.check_output("ss -Htln"):
             time.sleep(0.5)
-        flagged = [r for r in listener_audit(worker, addresses["worker2"]) if r["ours"] and not r["guarded"]]
+        flagged = [r for r in listener_audit(worker, addresses["ray-worker2"]) if r["ours"] and not r["guarded"]]
         assert [(r["port"], r["units"]) for r in flagged] == [(18080, ["llm-cluster-audit-probe.service"])]
     finally:
         worker.run("systemctl stop llm-cluster-audit-probe; ip link del llmcdummy0")
-    assert [r for r in listener_audit(worker, addresses["worker2"]) if r["ours"] and not r["guarded"]] == []
+    assert [r for r in listener_audit(worker, addresses["ray-worker2"]) if r["ours"] and not r["guarded"]] == []
 
 
 def test_ray_refuses_a_member_without_the_token(nodes, addresses):
-    worker, gcs, client = nodes["worker1"], "%s:6379" % addresses["master1"], "ray://%s:10001" % addresses["master1"]
+    worker, gcs, client = nodes["ray-worker1"], "%s:6379" % addresses["ray-master1"], "ray://%s:10001" % addresses["ray-master1"]
     for name, node in nodes.items():
         token = node.file(TOKEN)
         assert token.mode == 0o600 and token.user == "root" and token.size == 64, name
@@ -295,7 +295,7 @@ def test_ray_refuses_a_member_without_the_token(nodes, addresses):
         out = worker.run(run % (env, PY, client, CONNECT))
         assert out.rc == 1 and "ALIVE" not in out.stdout, out.stdout[-1000:]
         assert "ConnectionError: ray client connection timeout" in out.stderr, out.stderr[-2000:]
-    log = nodes["master1"].check_output("cat /var/lib/llm_cluster/ray/session_latest/logs/ray_client_server.err")
+    log = nodes["ray-master1"].check_output("cat /var/lib/llm_cluster/ray/session_latest/logs/ray_client_server.err")
     assert "Authentication required but no authorization header provided" in log
 
 
@@ -308,7 +308,7 @@ def test_systemd_reads_escaped_values_back_unchanged(nodes):
     code = "import json, os, sys; json.dump([sys.argv[1:], os.environ['V']], open('/run/llmc-escape.json', 'w'))"
     unit = "[Service]\nType=oneshot\nEnvironment=%s\nExecStart=%s\n" % (
         _perimeter.systemd_environment("V", "x\ny$Z%n'\""), _perimeter.systemd_exec_args(["/usr/bin/python3", "-c", code] + words))
-    node = nodes["master1"]
+    node = nodes["ray-master1"]
     node.check_output("cat > /etc/systemd/system/llmc-escape.service <<'UNIT'\n%sUNIT" % unit)
     try:
         node.check_output("systemctl daemon-reload && systemctl start llmc-escape.service")
@@ -329,30 +329,30 @@ def test_second_run_changes_nothing_and_keeps_every_pid(nodes):
 
 def test_stopped_worker_rejoins_alone(nodes, addresses):
     before = pids(nodes)
-    nodes["worker1"].check_output("systemctl stop llm-cluster-ray-worker")
+    nodes["ray-worker1"].check_output("systemctl stop llm-cluster-ray-worker")
     result, changed = ray_step()
     assert result.returncode == 0, result.stdout[-3000:]
-    assert changed == {"master1": 0, "worker1": 1, "worker2": 0}
+    assert changed == {"ray-master1": 0, "ray-worker1": 1, "ray-worker2": 0}
     after = pids(nodes)
-    assert after["master1"] == before["master1"] and after["worker2"] == before["worker2"]
-    assert after["worker1"] != before["worker1"]
+    assert after["ray-master1"] == before["ray-master1"] and after["ray-worker2"] == before["ray-worker2"]
+    assert after["ray-worker1"] != before["ray-worker1"]
     assert cluster(nodes, addresses)["npu"] == 24.0
 
 
 def test_killed_raylet_is_restarted_by_systemd_alone(nodes, addresses):
     before = pids(nodes)
-    restarts = int(unit(nodes["worker2"], UNIT["worker2"])["NRestarts"])
-    nodes["worker2"].check_output("pkill -9 -x raylet")
+    restarts = int(unit(nodes["ray-worker2"], UNIT["ray-worker2"])["NRestarts"])
+    nodes["ray-worker2"].check_output("pkill -9 -x raylet")
     deadline = time.time() + 60
-    while time.time() < deadline and int(unit(nodes["worker2"], UNIT["worker2"])["NRestarts"]) == restarts:
+    while time.time() < deadline and int(unit(nodes["ray-worker2"], UNIT["ray-worker2"])["NRestarts"]) == restarts:
         time.sleep(1)
-    assert int(unit(nodes["worker2"], UNIT["worker2"])["NRestarts"]) == restarts + 1
+    assert int(unit(nodes["ray-worker2"], UNIT["ray-worker2"])["NRestarts"]) == restarts + 1
     assert cluster(nodes, addresses)["npu"] == 24.0
     result, changed = ray_step()
     assert result.returncode == 0, result.stdout[-3000:]
     assert changed == {name: 0 for name in NAMES}
     after = pids(nodes)
-    assert after["master1"] == before["master1"] and after["worker1"] == before["worker1"]
+    assert after["ray-master1"] == before["ray-master1"] and after["ray-worker1"] == before["ray-worker1"]
 
 
 def test_port_change_restarts_the_head_then_the_workers(nodes, addresses):
@@ -363,7 +363,7 @@ def test_port_change_restarts_the_head_then_the_workers(nodes, addresses):
     after = pids(nodes)
     assert all(after[name] != before[name] for name in NAMES)
     started = {name: int(unit(node, UNIT[name])["ActiveEnterTimestampMonotonic"]) for name, node in nodes.items()}
-    assert started["master1"] < started["worker1"] and started["master1"] < started["worker2"]
+    assert started["ray-master1"] < started["ray-worker1"] and started["ray-master1"] < started["ray-worker2"]
     assert cluster(nodes, addresses, port=6479) == {"alive": sorted(addresses.values()), "npu": 24.0}
     # And back to the inventory's port for the rest of the life.
     result, changed = ray_step()
@@ -372,19 +372,19 @@ def test_port_change_restarts_the_head_then_the_workers(nodes, addresses):
 
 
 def test_worker_that_cannot_reach_the_head_is_named(nodes, addresses):
-    worker = nodes["worker2"]
+    worker = nodes["ray-worker2"]
     worker.check_output("nft add table inet harness_block")
     worker.check_output("nft 'add chain inet harness_block out { type filter hook output priority 0; }'")
-    worker.check_output("nft add rule inet harness_block out ip daddr %s tcp dport 6379 drop" % addresses["master1"])
+    worker.check_output("nft add rule inet harness_block out ip daddr %s tcp dport 6379 drop" % addresses["ray-master1"])
     try:
         worker.check_output("systemctl restart llm-cluster-ray-worker")
         result, dummy = ray_step("-e", "ray_cluster_join_timeout=20")
         output = " ".join(result.stdout.split())
         assert result.returncode != 0
         assert "Ray cluster incomplete after 20s: nodes: 2 of 3 alive" in output
-        assert "worker2 (%s): unit llm-cluster-ray-worker is" % addresses["worker2"] in output
-        assert "CANNOT reach the head's GCS %s:6379" % addresses["master1"] in output
-        assert "worker1 (" not in output
+        assert "ray-worker2 (%s): unit llm-cluster-ray-worker is" % addresses["ray-worker2"] in output
+        assert "CANNOT reach the head's GCS %s:6379" % addresses["ray-master1"] in output
+        assert "ray-worker1 (" not in output
     finally:
         worker.run("nft delete table inet harness_block")
     result, dummy = ray_step()
@@ -393,7 +393,7 @@ def test_worker_that_cannot_reach_the_head_is_named(nodes, addresses):
 
 
 def test_nftables_reload_restart_and_stop_never_leave_ray_open(nodes, addresses):
-    worker, ray_unit = nodes["worker1"], UNIT["worker1"]
+    worker, ray_unit = nodes["ray-worker1"], UNIT["ray-worker1"]
     assert worker.check_output("systemctl show -p ActiveState --value nftables") == "inactive"
     # A restart of nftables.service (here a first start): its config flushes the ruleset; the guard and Ray follow.
     before = unit(worker, ray_unit)["MainPID"]
@@ -419,7 +419,7 @@ def test_nftables_reload_restart_and_stop_never_leave_ray_open(nodes, addresses)
     # The next run brings the guard and Ray back.
     result, changed = ray_step()
     assert result.returncode == 0, result.stdout[-3000:]
-    assert changed["worker1"] > 0 and changed["master1"] == 0 and changed["worker2"] == 0
+    assert changed["ray-worker1"] > 0 and changed["ray-master1"] == 0 and changed["ray-worker2"] == 0
     assert perimeter_state(worker, ray_unit) == {"guard": "active", "ray": "active", "table": True, "ray_processes": True}
     assert cluster(nodes, addresses)["npu"] == 24.0
 
