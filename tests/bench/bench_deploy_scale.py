@@ -190,7 +190,8 @@ def playbook(name, inventory, env, args, out, tag):
     return seconds, result.stdout
 
 
-def bench_nodes(count, args, out, env):
+def bench_nodes(count, args, out, env, rows):
+    """Adds one row per finished run to rows, so that a run stopped halfway keeps what it measured."""
     network = "%s%d" % (PREFIX, count)
     work = os.path.join(out, "n%d" % count)
     fabric = os.path.join(ROOT, ".cache", "fabric", "bench-deploy-%d" % count)
@@ -199,7 +200,6 @@ def bench_nodes(count, args, out, env):
     inventory = os.path.join(work, "hosts.yml")
     write_inventory(inventory, count, os.path.join(work, "fakes"))
     env = dict(env, LLM_CLUSTER_ARTIFACTS=os.path.join(work, "artifacts"))
-    rows = []
     try:
         log("%d containers" % count)
         start_cluster(count, network, fabric, args.memory)
@@ -228,7 +228,6 @@ def bench_nodes(count, args, out, env):
     finally:
         remove_cluster(count, network)
         shutil.rmtree(fabric, ignore_errors=True)
-    return rows
 
 
 def summary(rows):
@@ -271,7 +270,7 @@ def main():
     path = os.path.join(out, "deploy-scale.json")
     try:
         for count in args.nodes:
-            report["runs"] += bench_nodes(count, args, out, env)
+            bench_nodes(count, args, out, env, report["runs"])
             report["summary"] = summary(report["runs"])
             with open(path, "w") as handle:
                 json.dump(report, handle, indent=1)
