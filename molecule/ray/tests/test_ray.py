@@ -175,8 +175,8 @@ def test_ray_ports_refuse_non_members(nodes, addresses):
     # The controller is not a member: its SYN to the GCS port is dropped.
     with pytest.raises(OSError):
         socket.create_connection((addresses["ray-master1"], 6379), timeout=2).close()
-    probe = nodes["ray-worker1"].run("python3 -c 'import socket; socket.create_connection((\"%s\", 6379), timeout=2)'"
-                                 % addresses["ray-master1"])
+    probe = nodes["ray-worker1"].run(
+        "python3 -c 'import socket; socket.create_connection((\"%s\", 6379), timeout=2)'" % addresses["ray-master1"])
     assert probe.rc == 0, probe.stderr
     table = nodes["ray-master1"].check_output("nft list table inet llm_cluster")
     for address in addresses.values():
