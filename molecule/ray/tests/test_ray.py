@@ -252,8 +252,10 @@ def test_listener_audit_finds_every_socket_of_ours_guarded(nodes, addresses):
 def test_listener_audit_catches_a_listener_the_table_does_not_cover(nodes, addresses):
     worker = nodes["ray-worker2"]
     # A second interface, and a listener of ours on every address on a port outside the cluster's own.
-    worker.check_output("ip link add llmcdummy0 type dummy && ip addr add 10.254.0.1/24 dev llmcdummy0 && "
-                        "ip link set llmcdummy0 up")
+    # A veth pair: Docker's own networking needs the veth driver, while a container cannot load the
+    # dummy driver where the host has not.
+    worker.check_output("ip link add llmcaudit0 type veth peer name llmcaudit1 && ip addr add 10.254.0.1/24 dev llmcaudit0 && "
+                        "ip link set llmcaudit0 up && ip link set llmcaudit1 up")
     worker.check_output("systemd-run --unit=llm-cluster-audit-probe python3 -m http.server 18080 --bind 0.0.0.0")
     try:
         deadline = time.time() + 30
@@ -262,7 +264,7 @@ def test_listener_audit_catches_a_listener_the_table_does_not_cover(nodes, addre
         flagged = [r for r in listener_audit(worker, addresses["ray-worker2"]) if r["ours"] and not r["guarded"]]
         assert [(r["port"], r["units"]) for r in flagged] == [(18080, ["llm-cluster-audit-probe.service"])]
     finally:
-        worker.run("systemctl stop llm-cluster-audit-probe; ip link del llmcdummy0")
+        worker.run("systemctl stop llm-cluster-audit-probe; ip link del llmcaudit0")
     assert [r for r in listener_audit(worker, addresses["ray-worker2"]) if r["ours"] and not r["guarded"]] == []
 
 
