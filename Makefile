@@ -77,10 +77,11 @@ integration: venv collection
 
 molecule: $(addprefix molecule-,$(SCENARIOS))
 
-# Each action's time is printed at the end and kept in .cache/timing/molecule-<name>.json.
+# Each action's time is printed at the end and kept, with every task's time from
+# profile_tasks, in .cache/timing/molecule-<name>.json.
 $(addprefix molecule-,$(SCENARIOS)): molecule-%: venv collection image wheelhouse
 	mkdir -p .cache/fabric/$* .cache/timing
-	molecule test -s $* 2>&1 | $(PY) tests/bench/molecule_phases.py --json .cache/timing/molecule-$*.json
+	PROFILE_TASKS_TASK_OUTPUT_LIMIT=all molecule test -s $* 2>&1 | $(PY) tests/bench/molecule_phases.py --tasks 0 --json .cache/timing/molecule-$*.json
 
 build: venv
 	rm -rf .cache/build && mkdir -p .cache/build

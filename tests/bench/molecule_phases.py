@@ -7,8 +7,9 @@ prints `INFO [scenario > action] Executing` when an action starts and
 `... Executed: ...` when it ends, without times; this filter notes the time of
 each, echoes every line, and at the end prints one line per action
 (`phase <scenario> <action> <seconds>`) and writes them as JSON to
-``--json`` (docs/benchmarks.md reads those files). With ``--tasks N`` it also
-keeps the N slowest tasks of every action from the profile_tasks recap.
+``--json`` (docs/benchmarks.md reads those files). It also keeps the N slowest
+tasks of every action from the profile_tasks recap (``--tasks N``; 0 keeps them
+all, as `make molecule-<name>` does with PROFILE_TASKS_TASK_OUTPUT_LIMIT=all).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ TASK_TIME = re.compile(r"^(?P<task>.+?) -{3,} (?P<seconds>[0-9.]+)s$")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the phases (and slowest tasks) to this file")
-    parser.add_argument("--tasks", type=int, default=5, help="slowest tasks kept per action")
+    parser.add_argument("--tasks", type=int, default=5, help="slowest tasks kept per action (0: all)")
     args = parser.parse_args(argv)
 
     phases: list[dict] = []
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
             current = {"scenario": match["scenario"], "action": match["action"], "start": time.monotonic(), "tasks": []}
         elif match and current is not None:
             current["seconds"] = round(time.monotonic() - current.pop("start"), 1)
-            current["tasks"] = sorted(current["tasks"], key=lambda t: -t["seconds"])[: args.tasks]
+            current["tasks"] = sorted(current["tasks"], key=lambda t: -t["seconds"])[: args.tasks or None]
             phases.append(current)
             current = None
         elif current is not None:
