@@ -101,6 +101,44 @@ def test_requests_without_the_key_are_refused(url, key):
     assert status == 200 and [m["id"] for m in body["data"]] == [MODEL]
 
 
+# Routes that may answer without the key (the serve role's key guard, docs/api-auth.md).
+OPEN_ROUTES = {("GET", "/health"), ("GET", "/ping"), ("GET", "/metrics")}
+
+
+def bare(url, method, path, authorization=None):
+    """Status of one request with an empty body (a body-less POST never reaches inference)."""
+    headers = {"Authorization": authorization} if authorization else {}
+    data = b"" if method != "GET" else None
+    req = urllib.request.Request(url + path, data=data, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_every_route_but_the_allowed_ones_needs_the_key(url, key):
+    status, document = request(url, "/openapi.json", key=key)
+    assert status == 200
+    operations = sorted((method.upper(), re.sub(r"\{[^{}/]+\}", "probe", path))
+                        for path, item in document["paths"].items()
+                        for method in item if method in ("get", "post", "put", "delete", "patch"))
+    # vLLM's own check leaves these open; they must be in the document for the walk to mean anything.
+    assert {("POST", "/invocations"), ("POST", "/tokenize"), ("POST", "/detokenize"), ("GET", "/version"),
+            ("GET", "/v1/models"), ("POST", "/v1/completions")} <= set(operations), operations
+    protected = [op for op in operations if op not in OPEN_ROUTES]
+    # What the engine leaves unlisted needs the key too (default deny), /metrics and the health checks do not.
+    protected += [("GET", "/docs"), ("GET", "/openapi.json"), ("GET", "/metrics/"), ("POST", "/metrics"),
+                  ("GET", "/a-route-no-release-has")]
+    answers = {op: (bare(url, op[0], op[1]), bare(url, op[0], op[1], "Bearer " + key[::-1]),
+                    bare(url, op[0], op[1], "Bearer " + key + " "))
+               for op in protected}
+    assert {op: codes for op, codes in answers.items() if codes != (401, 401, 401)} == {}
+    assert {op: bare(url, *op) for op in sorted(OPEN_ROUTES)} == {op: 200 for op in sorted(OPEN_ROUTES)}
+    assert request(url, "/v1/models", key=key)[0] == 200
+    assert bare(url, "POST", "/tokenize", "bearer " + key) != 401
+
+
 def test_tensor_parallel_workers_run_on_two_nodes(nodes):
     # vLLM's Ray workers (one per TP rank) are actors titled ray::RayWorkerProc; each node offers one NPU.
     # The bracket keeps pgrep from matching the shell that runs it.
