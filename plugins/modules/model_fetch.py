@@ -15,10 +15,18 @@ version_added: 0.2.0
 description:
   - Pulls each file of O(files), in order, from an rsync daemon module (O(url)) into O(dest), keeping partial
     files in O(partial_dir) so that a transfer that is stopped resumes where it was.
+  - Files smaller than O(batch_below) (by O(sizes): the json, tokenizer and configuration files of a checkpoint)
+    are pulled first, together, over one rsync connection; the others one by one, in order, so that a chain
+    still pipelines them.
   - With O(wait) above 0 a file that the peer does not have yet is waited for (the peer is itself receiving it
     from the node before it). rsync writes under a temporary name and renames at the end, so a file that the peer
-    lists under its own name is complete. Chaining the nodes this way pipelines the transfer file by file; every
+    has under its own name is complete. Chaining the nodes this way pipelines the transfer file by file; every
     link carries the model once, at the same time.
+  - How it waits depends on O(sender_waits). C(true) (the peer's daemon runs the model_distribution role's
+    C(pre-xfer exec) hook, which holds each request until the requested files are complete there): the pull
+    starts at once and its data flows the moment the peer has the file; a hold that reaches the hook's slice
+    is answered C(llm_cluster: not yet) and the pull is asked again until O(wait) runs out. C(false): the peer
+    is asked every O(poll) seconds (C(rsync --list-only)) until it lists the file, then the file is pulled.
   - The daemon's password is read from O(password_file); it never appears in a command line.
   - When a pull fails, a marker file C(.llm_cluster-fetch-failed) is left in O(dest), so that the node after this one
     in a chain sees it and fails at once instead of waiting for a file that will not come. The next run removes it.
@@ -51,9 +59,24 @@ options:
     type: int
     default: 0
   poll:
-    description: Seconds between looks at the peer while waiting.
+    description: Seconds between looks at the peer while waiting, when O(sender_waits) is false.
     type: float
     default: 0.5
+  sender_waits:
+    description:
+      - The peer's daemon holds each request until the requested files are complete there (the
+        model_distribution role's C(pre-xfer exec) hook), so a file is pulled without polling. Only with
+        O(wait) above 0.
+    type: bool
+    default: false
+  sizes:
+    description: Size in bytes of each file of O(files) (the source's manifest); a file not listed is pulled alone.
+    type: dict
+    default: {}
+  batch_below:
+    description: Files of fewer bytes than this (by O(sizes)) are pulled together over one connection; 0 pulls each alone.
+    type: int
+    default: 1048576
   timeout:
     description: rsync's I/O timeout in seconds.
     type: int
@@ -96,15 +119,30 @@ EXAMPLES = r"""
     files: [model-00001-of-00163.safetensors, model-00002-of-00163.safetensors]
     password_file: /run/llm_cluster/model/password
     wait: 3600
+    sender_waits: true
+    sizes: {config.json: 1093, model-00001-of-00163.safetensors: 4294967296}
 """
 
 RETURN = r"""
 files:
-  description: One entry per file pulled, in order.
+  description:
+    - One entry per file pulled, in the order pulled, with the index of its pull in RV(pulls) and that pull's
+      bytes received, seconds and seconds waited (shared by the files pulled together).
   returned: always
   type: list
   elements: dict
-  sample: [{"path": "model-00001-of-00163.safetensors", "bytes_received": 4294967296, "seconds": 36.2, "waited": 1.5}]
+  sample: [{"path": "model-00001-of-00163.safetensors", "pull": 1, "bytes_received": 4294967296, "seconds": 36.2,
+            "waited": 1.5}]
+pulls:
+  description:
+    - One entry per rsync connection that brought files (a batch of small files, or one large file), in order.
+    - C(waited) is the time spent waiting for the peer to have the files; with O(sender_waits) it is measured
+      here as the time until rsync's first bytes of the pull appear in O(dest) (looked at every 0.05 s).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"paths": ["config.json", "generation_config.json"], "bytes_received": 2201, "seconds": 0.3, "waited": 0.0},
+           {"paths": ["model-00001-of-00163.safetensors"], "bytes_received": 4294967296, "seconds": 36.2, "waited": 1.5}]
 bytes_received:
   description: Bytes received over the network for all files (rsync's own count, protocol included).
   returned: always
@@ -131,6 +169,12 @@ RETRY_CODES = (5, 10, 12, 30, 35)
 ATTEMPTS = 3
 # Left in dest when a pull fails, so that the node after this one in a chain stops waiting at once.
 FAILED_MARKER = ".llm_cluster-fetch-failed"
+# The first words of the line the sender's pre-xfer exec hook (roles/model_distribution/files/sender_wait.py)
+# answers when it does not let a request through: its own pull failed, or the file is not complete yet.
+SENDER_FAILED = "llm_cluster: the sender failed:"
+SENDER_NOT_YET = "llm_cluster: not yet:"
+# Small files pulled together per connection, at most (a command line per connection).
+BATCH_FILES = 200
 
 
 def parse_received(text):
@@ -199,12 +243,49 @@ class Progress(threading.Thread):
         self.write()
 
 
+class FirstBytes(threading.Thread):
+    """Notes when the first bytes of a pull appear in dest: rsync's temporary file, or a file replaced."""
+
+    def __init__(self, dest, paths, on_seen=None):
+        super(FirstBytes, self).__init__()
+        self.daemon = True
+        self.dest, self.paths, self.on_seen = dest, paths, on_seen
+        self.before = dict((path, self.identity(path)) for path in paths)
+        self.seen = None
+        self.stop_event = threading.Event()
+
+    def identity(self, path):
+        try:
+            info = os.stat(os.path.join(self.dest, path))
+        except OSError:
+            return None
+        return (info.st_ino, info.st_mtime_ns, info.st_size)
+
+    def arrived(self):
+        return any(partial_size(self.dest, path) > 0 or self.identity(path) != self.before[path] for path in self.paths)
+
+    def run(self):
+        while not self.stop_event.is_set():
+            if self.arrived():
+                self.seen = time.time()
+                if self.on_seen:
+                    self.on_seen()
+                return
+            self.stop_event.wait(0.05)
+
+    def finish(self):
+        self.stop_event.set()
+        self.join()
+        return self.seen or time.time()
+
+
 class Fetcher(object):
-    def __init__(self, module):
+    def __init__(self, module, progress=None):
         self.module = module
         self.params = module.params
         self.rsync = module.get_bin_path("rsync", required=True)
         self.last_error = ""
+        self.progress = progress
 
     def fail(self, msg, **extra):
         """Leave the marker for the next node of the chain, then fail."""
@@ -227,6 +308,16 @@ class Fetcher(object):
     def base(self):
         return [self.rsync, "--password-file=" + self.params["password_file"], "--timeout=%d" % self.params["timeout"]]
 
+    def fail_peer(self, paths):
+        self.fail("%s: the node before this one in the chain (%s) failed to receive it; fix that node and run "
+                  "again (both resume)" % (", ".join(paths), self.params["url"]))
+
+    def fail_absent(self, paths):
+        self.fail("%s did not appear at %s within %ds: the node before this one in the chain "
+                  "stopped receiving it; see that node's transfer%s" % (
+                      ", ".join(paths), self.params["url"], self.params["wait"],
+                      " (last answer: %s)" % self.last_error if self.last_error else ""))
+
     def present(self, path):
         """True when the peer lists the file, False while it does not; fails at once on a refused login."""
         rc, dummy, err = self.module.run_command(self.base() + ["--list-only", source_of(self.params["url"], path)])
@@ -239,38 +330,94 @@ class Fetcher(object):
         return False
 
     def wait_for(self, path):
+        """Poll the peer until it lists path (sender_waits false)."""
         started = time.time()
         deadline = started + self.params["wait"]
         self.last_error = ""
         while not self.present(path):
             if self.peer_failed():
-                self.fail("%s: the node before this one in the chain (%s) failed to receive it; fix that node and run "
-                          "again (both resume)" % (path, self.params["url"]))
+                self.fail_peer([path])
             if time.time() >= deadline:
-                self.fail("%s did not appear at %s within %ds: the node before this one in the chain "
-                          "stopped receiving it; see that node's transfer%s" % (
-                              path, self.params["url"], self.params["wait"],
-                              " (last answer: %s)" % self.last_error if self.last_error else ""))
+                self.fail_absent([path])
             time.sleep(self.params["poll"])
         return round(time.time() - started, 2)
 
-    def pull(self, path):
-        target_dir = os.path.join(self.params["dest"], os.path.dirname(path))
-        if not os.path.isdir(target_dir):
-            os.makedirs(target_dir, 0o755)
+    def argv(self, paths):
         argv = self.base() + ["--archive", "--partial", "--partial-dir=" + self.params["partial_dir"], "--ignore-times",
-                              "--stats"] + self.params["extra_args"] + [source_of(self.params["url"], path),
-                                                                        target_dir.rstrip("/") + "/"]
-        started = time.time()
+                              "--stats"] + self.params["extra_args"]
+        if len(paths) == 1:
+            target_dir = os.path.join(self.params["dest"], os.path.dirname(paths[0]))
+            return argv + [source_of(self.params["url"], paths[0]), target_dir.rstrip("/") + "/"]
+        # Several files over one connection, each into its own directory: --relative keeps the path below the
+        # module. (Not --files-from: that list travels after the sender's pre-xfer exec hook has run, which
+        # could then not hold the request until these files are complete.)
+        return argv + ["--relative"] + [source_of(self.params["url"], path) for path in paths] + [
+            self.params["dest"].rstrip("/") + "/"]
+
+    def transfer(self, paths):
+        """Run one rsync for paths, again on the exit codes worth it; the hook's answers are returned at once."""
+        for path in paths:
+            target_dir = os.path.join(self.params["dest"], os.path.dirname(path))
+            if not os.path.isdir(target_dir):
+                os.makedirs(target_dir, 0o755)
         for attempt in range(ATTEMPTS):
-            rc, out, err = self.module.run_command(argv)
-            if rc not in RETRY_CODES:
+            rc, out, err = self.module.run_command(self.argv(paths))
+            if rc not in RETRY_CODES or SENDER_FAILED in err or SENDER_NOT_YET in err:
                 break
             time.sleep(1 + attempt)
+        return rc, out, err
+
+    def pull(self, paths):
+        """Pull paths over one connection; with sender_waits and wait, held by the peer until it has them."""
+        started = time.time()
+        waited = 0.0
+        if self.params["wait"] > 0 and not self.params["sender_waits"]:
+            for path in paths:
+                waited += self.wait_for(path)
+            self.seen()
+        holding = self.params["wait"] > 0 and self.params["sender_waits"]
+        deadline = started + self.params["wait"]
+        self.last_error = ""
+        while True:
+            watcher = None
+            if holding:
+                watcher = FirstBytes(self.params["dest"], paths, self.seen)
+                watcher.start()
+            try_started = time.time()
+            rc, out, err = self.transfer(paths)
+            if watcher:
+                waited = min(watcher.finish(), time.time()) - started
+            if rc == 0 or not holding:
+                break
+            if SENDER_FAILED in err:
+                self.fail_peer(paths)
+            if SENDER_NOT_YET not in err:
+                break
+            self.last_error = next(line for line in err.splitlines() if SENDER_NOT_YET in line).strip()
+            if time.time() >= deadline:
+                self.fail_absent(paths)
+            if time.time() - try_started < 1:
+                # Answered at once without holding: not a hook that waits; do not spin.
+                time.sleep(self.params["poll"])
         if rc != 0:
             self.fail("rsync of %s from %s exited %d: %s" % (
-                path, self.params["url"], rc, (err.strip().splitlines() or ["no message"])[-1]), rc=rc, stderr=err)
-        return {"path": path, "bytes_received": parse_received(out), "seconds": round(time.time() - started, 2)}
+                ", ".join(paths), self.params["url"], rc, (err.strip().splitlines() or ["no message"])[-1]),
+                rc=rc, stderr=err)
+        return {"paths": paths, "bytes_received": parse_received(out), "seconds": round(time.time() - started, 2),
+                "waited": round(waited, 2)}
+
+    def seen(self):
+        if self.progress:
+            self.progress.waiting = False
+
+
+def pulls_of(files, sizes, batch_below):
+    """The connections to make: the files under batch_below bytes together first, then the others one by one."""
+    small = [path for path in files if batch_below > 0 and path in sizes and int(sizes[path]) < batch_below]
+    large = [[path] for path in files if path not in small]
+    batches = [small[index:index + BATCH_FILES] for index in range(0, len(small), BATCH_FILES)]
+    return [batch for batch in batches if len(batch) > 1] + [[path] for batch in batches if len(batch) == 1
+                                                             for path in batch] + large
 
 
 def main():
@@ -283,6 +430,9 @@ def main():
             partial_dir=dict(type="str", default=".llm_cluster-partial"),
             wait=dict(type="int", default=0),
             poll=dict(type="float", default=0.5),
+            sender_waits=dict(type="bool", default=False),
+            sizes=dict(type="dict", default={}),
+            batch_below=dict(type="int", default=1048576),
             timeout=dict(type="int", default=600),
             progress_file=dict(type="path", default=""),
             total_bytes=dict(type="int", default=0),
@@ -295,43 +445,49 @@ def main():
             check_path(path)
     except ValueError as exc:
         module.fail_json(msg=str(exc))
+    try:
+        plan = pulls_of(module.params["files"], module.params["sizes"], module.params["batch_below"])
+    except (ValueError, TypeError) as exc:
+        module.fail_json(msg="sizes must map each file to its size in bytes: %s" % exc)
     if not module.params["url"].startswith("rsync://"):
         module.fail_json(msg="url must be an rsync daemon module, rsync://user@address:port/module, got %s"
                          % module.params["url"])
     if module.check_mode:
         module.exit_json(changed=bool(module.params["files"]), bytes_received=0, seconds=0.0,
-                         files=[{"path": path, "bytes_received": 0, "seconds": 0.0, "waited": 0.0}
-                                for path in module.params["files"]])
-    fetcher = Fetcher(module)
+                         files=[{"path": path, "pull": index, "bytes_received": 0, "seconds": 0.0, "waited": 0.0}
+                                for index, paths in enumerate(plan) for path in paths],
+                         pulls=[{"paths": paths, "bytes_received": 0, "seconds": 0.0, "waited": 0.0} for paths in plan])
     if not os.path.isdir(module.params["dest"]):
         os.makedirs(module.params["dest"], 0o755)
-    fetcher.clear_marker()
     started = time.time()
     progress = None
     if module.params["progress_file"]:
         progress = Progress(module.params["progress_file"], module.params["dest"], module.params["files"],
                             module.params["total_bytes"])
+    fetcher = Fetcher(module, progress)
+    fetcher.clear_marker()
+    if progress:
         progress.start()
-    results = []
-    for path in module.params["files"]:
+    pulls, files = [], []
+    for paths in plan:
         if progress:
-            progress.current, progress.waiting = path, module.params["wait"] > 0
-        waited = fetcher.wait_for(path) if module.params["wait"] > 0 else 0.0
+            progress.current, progress.waiting = paths[0], module.params["wait"] > 0
+        entry = fetcher.pull(paths)
+        pulls.append(entry)
+        shared = dict((key, entry[key]) for key in ("bytes_received", "seconds", "waited"))
+        files.extend(dict(shared, path=path, pull=len(pulls) - 1) for path in paths)
         if progress:
             progress.waiting = False
-        entry = fetcher.pull(path)
-        entry["waited"] = waited
-        results.append(entry)
-        if progress:
-            try:
-                progress.done_bytes += os.path.getsize(os.path.join(module.params["dest"], path))
-            except OSError:
-                pass
-            progress.done_files += 1
+            for path in paths:
+                try:
+                    progress.done_bytes += os.path.getsize(os.path.join(module.params["dest"], path))
+                except OSError:
+                    pass
+            progress.done_files += len(paths)
     if progress:
         progress.current = None
         progress.finish()
-    module.exit_json(changed=bool(results), files=results, bytes_received=sum(r["bytes_received"] for r in results),
+    module.exit_json(changed=bool(pulls), files=files, pulls=pulls, bytes_received=sum(p["bytes_received"] for p in pulls),
                      seconds=round(time.time() - started, 2))
 
 

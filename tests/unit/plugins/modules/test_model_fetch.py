@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -26,8 +27,11 @@ def free_port():
         return sock.getsockname()[1]
 
 
-@pytest.fixture()
-def daemon(tmp_path):
+HOOK = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(model_fetch.__file__)))),
+                    "roles", "model_distribution", "files", "sender_wait.py")
+
+
+def start_daemon(tmp_path, hook=""):
     source = tmp_path / "source"
     (source / "sub").mkdir(parents=True)
     (source / "a.safetensors").write_bytes(os.urandom(3 * 1024 * 1024))
@@ -40,9 +44,10 @@ def daemon(tmp_path):
     password.chmod(0o600)
     port = free_port()
     conf = tmp_path / "rsyncd.conf"
-    conf.write_text("address = 127.0.0.1\nport = %d\nuse chroot = no\npid file = %s\nlock file = %s\n"
+    conf.write_text("address = 127.0.0.1\nport = %d\nuse chroot = no\npid file = %s\nlock file = %s\nlog file = %s\n"
                     "[model]\n path = %s\n read only = yes\n auth users = llmc\n secrets file = %s\n"
-                    " hosts allow = 127.0.0.1\n" % (port, tmp_path / "pid", tmp_path / "lock", source, secrets))
+                    " hosts allow = 127.0.0.1\n%s" % (port, tmp_path / "pid", tmp_path / "lock", tmp_path / "log",
+                                                      source, secrets, " pre-xfer exec = %s\n" % hook if hook else ""))
     proc = subprocess.Popen(["rsync", "--daemon", "--no-detach", "--config=%s" % conf])
     deadline = time.time() + 10
     while time.time() < deadline:
@@ -51,10 +56,41 @@ def daemon(tmp_path):
             break
         except OSError:
             time.sleep(0.1)
-    yield {"url": "rsync://llmc@127.0.0.1:%d/model" % port, "source": source, "password": str(password),
-           "dest": tmp_path / "dest"}
+    return proc, {"url": "rsync://llmc@127.0.0.1:%d/model" % port, "source": source, "password": str(password),
+                  "dest": tmp_path / "dest", "log": tmp_path / "log"}
+
+
+@pytest.fixture()
+def daemon(tmp_path):
+    proc, info = start_daemon(tmp_path)
+    yield info
     proc.terminate()
     proc.wait()
+
+
+@pytest.fixture()
+def holding_daemon(tmp_path):
+    """A daemon whose pre-xfer exec is the role's hook, holding a request for at most 2 s per try."""
+    proc, info = start_daemon(tmp_path, "%s %s --slice 2" % (sys.executable, HOOK))
+    yield info
+    proc.terminate()
+    proc.wait()
+
+
+def connections(daemon):
+    """Requests the daemon served or turned away, from its log ("rsync on <module>/<paths> from ..." each)."""
+    return daemon["log"].read_text().count("] rsync on ")
+
+
+def arrive_later(path, data, delay):
+    """Write path the way rsync does, under a temporary name renamed at the end, after delay seconds."""
+    def write():
+        temporary = path.parent / (".%s.Xy12Ab" % path.name)
+        temporary.write_bytes(data)
+        temporary.rename(path)
+    timer = threading.Timer(delay, write)
+    timer.start()
+    return timer
 
 
 def args(daemon, files, **extra):
@@ -178,3 +214,87 @@ def test_partial_size_reads_rsyncs_temporary_file(tmp_path):
     (tmp_path / "sub" / ".shard[1].safetensors.Ab12Cd").write_bytes(b"x" * 123)
     assert model_fetch.partial_size(str(tmp_path), "sub/shard[1].safetensors") == 123
     assert model_fetch.partial_size(str(tmp_path), "sub/other") == 0
+
+
+def test_a_holding_sender_lets_the_pull_through_once_the_file_is_complete(holding_daemon):
+    timer = arrive_later(holding_daemon["source"] / "c.safetensors", b"x" * 1000, 3.5)
+    try:
+        result = run_module(model_fetch.main, args(holding_daemon, ["c.safetensors"], wait=60, sender_waits=True))
+    finally:
+        timer.cancel()
+    assert (holding_daemon["dest"] / "c.safetensors").read_bytes() == b"x" * 1000
+    assert result["pulls"][0]["paths"] == ["c.safetensors"] and result["files"][0]["waited"] >= 1.0
+    # No --list-only polling: the first try was held for its 2 s slice and answered "not yet", the second was
+    # held until the file came and brought it.
+    assert connections(holding_daemon) == 2
+
+
+def test_a_file_already_complete_at_a_holding_sender_costs_one_connection(holding_daemon):
+    result = run_module(model_fetch.main, args(holding_daemon, ["a.safetensors"], wait=60, sender_waits=True))
+    assert result["bytes_received"] >= 3 * 1024 * 1024 and connections(holding_daemon) == 1
+
+
+def test_a_holding_sender_that_failed_fails_the_chain_with_the_same_message(holding_daemon):
+    marker = holding_daemon["source"] / ".llm_cluster-fetch-failed"
+    timer = threading.Timer(0.5, marker.write_text, args=("rsync of coming.safetensors exited 20\n",))
+    timer.start()
+    try:
+        result = run_module(model_fetch.main, args(holding_daemon, ["coming.safetensors"], wait=600, sender_waits=True))
+    finally:
+        timer.cancel()
+    assert result["failed"]
+    assert "coming.safetensors: the node before this one in the chain (%s) failed" % holding_daemon["url"] in result["msg"]
+    assert (holding_daemon["dest"] / ".llm_cluster-fetch-failed").exists()
+
+
+def test_a_file_that_never_comes_to_a_holding_sender_is_named(holding_daemon):
+    result = run_module(model_fetch.main, args(holding_daemon, ["never.safetensors"], wait=1, sender_waits=True))
+    assert result["failed"]
+    assert result["msg"].startswith("never.safetensors did not appear at %s within 1s" % holding_daemon["url"])
+    assert "(last answer: llm_cluster: not yet: never.safetensors)" in result["msg"]
+
+
+def test_small_files_come_together_over_one_connection(holding_daemon):
+    (holding_daemon["source"] / "c.json").write_text("{}\n")
+    sizes = {"a.safetensors": 3 * 1024 * 1024, "sub/b.json": 9, "c.json": 3}
+    result = run_module(model_fetch.main, args(holding_daemon, ["a.safetensors", "sub/b.json", "c.json"],
+                                               sizes=sizes, wait=60, sender_waits=True))
+    assert [pull["paths"] for pull in result["pulls"]] == [["sub/b.json", "c.json"], ["a.safetensors"]]
+    assert [(f["path"], f["pull"]) for f in result["files"]] == [("sub/b.json", 0), ("c.json", 0), ("a.safetensors", 1)]
+    assert (holding_daemon["dest"] / "sub" / "b.json").read_text() == '{"b": 1}\n'
+    assert (holding_daemon["dest"] / "c.json").read_text() == "{}\n"
+    assert (holding_daemon["dest"] / "a.safetensors").read_bytes() == (holding_daemon["source"] / "a.safetensors").read_bytes()
+    assert connections(holding_daemon) == 2
+
+
+def test_a_batch_is_held_until_every_file_of_it_is_complete(holding_daemon):
+    timer = arrive_later(holding_daemon["source"] / "sub" / "late.json", b"{}\n", 1.0)
+    try:
+        result = run_module(model_fetch.main, args(holding_daemon, ["sub/b.json", "sub/late.json"],
+                                                   sizes={"sub/b.json": 9, "sub/late.json": 3}, wait=60,
+                                                   sender_waits=True))
+    finally:
+        timer.cancel()
+    assert [pull["paths"] for pull in result["pulls"]] == [["sub/b.json", "sub/late.json"]]
+    assert (holding_daemon["dest"] / "sub" / "late.json").read_bytes() == b"{}\n"
+
+
+def test_pulls_of_batches_the_small_files_first_and_keeps_the_order_of_the_others():
+    files = ["model-1.safetensors", "config.json", "model-2.safetensors", "tokenizer.json", ".llm_cluster-manifest.json"]
+    sizes = {"model-1.safetensors": 4 << 20, "config.json": 700, "model-2.safetensors": 4 << 20,
+             "tokenizer.json": 2 << 20}
+    assert model_fetch.pulls_of(files, sizes, 1 << 20) == [
+        ["config.json"], ["model-1.safetensors"], ["model-2.safetensors"], ["tokenizer.json"],
+        [".llm_cluster-manifest.json"]]
+    assert model_fetch.pulls_of(files, sizes, 3 << 20) == [
+        ["config.json", "tokenizer.json"], ["model-1.safetensors"], ["model-2.safetensors"],
+        [".llm_cluster-manifest.json"]]
+    assert model_fetch.pulls_of(files, sizes, 0) == [[path] for path in files]
+    many = ["f%03d.json" % index for index in range(model_fetch.BATCH_FILES + 2)]
+    split = model_fetch.pulls_of(many, dict.fromkeys(many, 10), 1 << 20)
+    assert [len(pull) for pull in split] == [model_fetch.BATCH_FILES, 2] and sum(split, []) == many
+
+
+def test_sizes_that_are_not_numbers_are_refused(daemon):
+    result = run_module(model_fetch.main, args(daemon, ["a.safetensors"], sizes={"a.safetensors": "big"}))
+    assert result["failed"] and "sizes must map each file to its size in bytes" in result["msg"]
