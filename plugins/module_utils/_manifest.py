@@ -46,7 +46,8 @@ import json
 import os
 import re
 import stat
-import tempfile
+
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._fileio import atomic_write
 
 MANIFEST_VERSION = 1
 MANIFEST_NAME = ".llm_cluster-manifest.json"
@@ -415,33 +416,10 @@ def dumps_json(data):
 
 
 def save_json(path, data, mode=FILE_MODE):
-    """Write ``data`` as JSON to ``path`` atomically (temporary file in the same directory, fsync, os.replace).
+    """Write ``data`` as JSON to ``path`` atomically (``_fileio.atomic_write``: temporary file in the same
+    directory, fsync, os.replace).
 
     The file is left with ``mode`` (0644). The temporary file is named ``<name>.tmp-XXXXXXXX`` beside it and is
     removed on failure.
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp_path = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".tmp-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(dumps_json(data))
-            handle.flush()
-            os.fsync(handle.fileno())
-            os.fchmod(handle.fileno(), mode)
-        os.replace(tmp_path, path)
-    except BaseException:
-        try:
-            os.unlink(tmp_path)
-        except OSError:
-            pass
-        raise
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
+    atomic_write(path, dumps_json(data), mode=mode, prefix=os.path.basename(path) + ".tmp-")

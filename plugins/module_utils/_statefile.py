@@ -17,8 +17,9 @@ One JSON file per module (``kind``) under ``/var/lib/llm_cluster/``::
   second apply never replaces the recorded original with a value the module
   wrote itself.
 * ``drop_entry`` removes an entry once it has been restored.
-* ``save_state`` writes atomically: a temporary file in the same directory,
-  ``fsync``, ``os.replace``, then an ``fsync`` of the directory. Files are
+* ``save_state`` writes atomically (``_fileio.atomic_write``: a temporary file
+  in the same directory, ``fsync``, ``os.replace``, then an ``fsync`` of the
+  directory). Files are
   mode 0600 (only root reads what root may restore); the directory is created
   with mode 0755.
 
@@ -34,7 +35,8 @@ from __future__ import annotations
 import errno
 import json
 import os
-import tempfile
+
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._fileio import atomic_write, read_text
 
 STATE_VERSION = 1
 DEFAULT_STATE_DIR = "/var/lib/llm_cluster"
@@ -52,13 +54,8 @@ class StateFileError(Exception):
 
 def read_boot_id(proc_root="/proc"):
     """Return the boot id from ``<proc_root>/sys/kernel/random/boot_id``, or None."""
-    path = os.path.join(proc_root, "sys/kernel/random/boot_id")
-    try:
-        with open(path, encoding="ascii") as handle:
-            value = handle.read().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return value or None
+    value = read_text(os.path.join(proc_root, "sys/kernel/random/boot_id"), encoding="ascii", errors="strict")
+    return (value or "").strip() or None
 
 
 def parse_stat(text):
@@ -93,11 +90,12 @@ def read_stat(pid, proc_root="/proc", tid=None):
         path = os.path.join(proc_root, str(pid), "stat")
     else:
         path = os.path.join(proc_root, str(pid), "task", str(tid), "stat")
+    text = read_text(path)
+    if text is None:
+        return None
     try:
-        with open(path, "rb") as handle:
-            text = handle.read().decode("utf-8", "replace")
         return parse_stat(text)
-    except (OSError, ValueError):
+    except ValueError:
         return None
 
 
@@ -193,51 +191,17 @@ def load_state(state_dir, kind, boot_id=None):
 def save_state(state_dir, kind, doc, boot_id=None):
     """Write ``doc`` atomically; returns the path. A ``boot_id`` given is stored as the writer's boot."""
     path = state_path(state_dir, kind)
-    directory = os.path.dirname(path)
     doc = dict(doc)
     doc["version"] = STATE_VERSION
     doc["kind"] = kind
     if boot_id is not None:
         doc["boot_id"] = boot_id
     data = json.dumps(doc, indent=1, sort_keys=True).encode("utf-8") + b"\n"
-    tmp_name = None
     try:
-        os.makedirs(directory, mode=DIR_MODE, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=".%s." % kind, suffix=".tmp", dir=directory)
-        try:
-            os.fchmod(fd, FILE_MODE)
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp_name, path)
-        tmp_name = None
-        _fsync_dir(directory)
+        atomic_write(path, data, mode=FILE_MODE, prefix=".%s." % kind, suffix=".tmp", dir_mode=DIR_MODE)
     except OSError as exc:
         raise StateFileError("cannot write %s: %s" % (path, exc))
-    finally:
-        if tmp_name is not None:
-            try:
-                os.unlink(tmp_name)
-            except OSError:
-                pass
     return path
-
-
-def _fsync_dir(directory):
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def record_original(doc, key, entry):
