@@ -192,16 +192,8 @@ from ansible_collections.aihost.llm_cluster.plugins.module_utils._cpuset import 
     format_cpumask,
     parse_cpumask,
 )
-from ansible_collections.aihost.llm_cluster.plugins.module_utils._statefile import (
-    StateFileError,
-    drop_entry,
-    drop_other_boots,
-    load_state,
-    read_boot_id,
-    record_original,
-    save_state,
-    state_path,
-)
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._change import ChangeError, StateRecord, diff_of, run_change
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._statefile import read_boot_id
 
 KIND = "npu_bind"
 WORKQUEUE_DIR = "sys/devices/virtual/workqueue"
@@ -265,53 +257,46 @@ def mask_width(mask):
     return 4 * len(mask.replace(",", "").strip())
 
 
-def check_driver(module):
-    version = module.params["driver_version"]
-    minimum = module.params["min_driver_version"]
+def check_driver(params):
+    version = params["driver_version"]
+    minimum = params["min_driver_version"]
     if not version:
         return
     try:
         older = compare_ascend_versions(version, minimum) < 0
     except ValueError as exc:
-        module.fail_json(msg="cannot compare driver_version %r with min_driver_version %r: %s" % (version, minimum, to_native(exc)))
+        raise ChangeError("cannot compare driver_version %r with min_driver_version %r: %s" % (version, minimum, to_native(exc)))
     if older:
-        module.fail_json(
-            msg="the Ascend driver on this host is %s, older than %s: its CANN send workqueues (dev<N>_sq_send_wq) "
-                "cannot be bound to CPUs. Upgrade the Ascend driver (HDK) to %s or newer, or drop the npu_bind step "
-                "for this host; lower min_driver_version only if this driver is known to expose the workqueue cpumask."
-                % (version, minimum, minimum))
+        raise ChangeError(
+            "the Ascend driver on this host is %s, older than %s: its CANN send workqueues (dev<N>_sq_send_wq) "
+            "cannot be bound to CPUs. Upgrade the Ascend driver (HDK) to %s or newer, or drop the npu_bind step "
+            "for this host; lower min_driver_version only if this driver is known to expose the workqueue cpumask."
+            % (version, minimum, minimum))
 
 
 def diff_text(rows, key):
     return "".join("%s: %s\n" % (workqueue_name(row["index"]), row[key] or "(none)") for row in rows)
 
 
-def make_diff(rows, after_header):
-    return dict(
-        before=diff_text(rows, "before"),
-        after=diff_text(rows, "after"),
-        before_header="workqueue cpumask (before)",
-        after_header="workqueue cpumask (%s)" % after_header,
-    )
+def make_diff(rows, check_mode):
+    return diff_of(diff_text(rows, "before"), diff_text(rows, "after"), "workqueue cpumask", check_mode)
 
 
-def apply_present(module, root, boot_id):
-    params = module.params
-    check_driver(module)
-
+def plan_devices(params, root):
+    """One row per device: the mask before and the one planned; fails naming every device that cannot be bound."""
     seen = set()
     problems = []
     rows = []
     for device in params["devices"]:
         index = device["index"]
         if index < 0:
-            module.fail_json(msg="devices: index %d is negative" % index)
+            raise ChangeError("devices: index %d is negative" % index)
         if index in seen:
-            module.fail_json(msg="devices: index %d is listed twice" % index)
+            raise ChangeError("devices: index %d is listed twice" % index)
         seen.add(index)
         cores = sorted(set(device["cores"] or []))
         if not cores:
-            module.fail_json(msg="devices: cores of device %d is empty; the kernel rejects a mask without CPUs" % index)
+            raise ChangeError("devices: cores of device %d is empty; the kernel rejects a mask without CPUs" % index)
         path = cpumask_path(root, index)
         try:
             mask = read_mask(path)
@@ -340,28 +325,29 @@ def apply_present(module, root, boot_id):
             cores=cores,
         ))
     if problems:
-        module.fail_json(msg="cannot bind the NPU send workqueues: " + "; ".join(problems))
+        raise ChangeError("cannot bind the NPU send workqueues: " + "; ".join(problems))
+    return rows
 
-    result = dict(changed=False, devices=rows, not_restored=[], state_file=state_path(params["state_dir"], KIND))
+
+def apply_present(params, root, boot_id, check_mode=False, diff=False):
+    check_driver(params)
+    rows = plan_devices(params, root)
+    state = StateRecord(params["state_dir"], KIND, boot_id)
+    result = dict(changed=False, devices=rows, not_restored=[], state_file=state.path)
     to_change = [row for row in rows if row["changed"]]
-    if module._diff:
-        result["diff"] = make_diff(rows, "planned" if module.check_mode else "after")
+    if diff:
+        result["diff"] = make_diff(rows, check_mode)
     if not to_change:
-        return finish(module, result)
+        return finish(result)
     result["changed"] = True
-    if module.check_mode:
-        return finish(module, result)
+    if check_mode:
+        return finish(result)
 
     # Record the originals before the first write.
-    try:
-        doc = load_state(params["state_dir"], KIND, boot_id)
-        drop_other_boots(doc, boot_id)
-        for row in to_change:
-            record_original(doc, workqueue_name(row["index"]), dict(
-                index=row["index"], path=row["path"], mask=row["mask_before"], cpus=row["before"], boot_id=boot_id))
-        save_state(params["state_dir"], KIND, doc, boot_id)
-    except StateFileError as exc:
-        module.fail_json(msg="nothing was changed: %s" % to_native(exc), devices=rows)
+    state.record_originals(
+        [(workqueue_name(row["index"]), dict(index=row["index"], path=row["path"], mask=row["mask_before"],
+                                             cpus=row["before"], boot_id=boot_id)) for row in to_change],
+        dict(devices=rows))
 
     written = []
     for row in to_change:
@@ -369,9 +355,8 @@ def apply_present(module, root, boot_id):
             write_mask(row["path"], row["mask_after"])
         except OSError as exc:
             rollback = rollback_masks(written)
-            module.fail_json(
-                msg="writing %s to %s failed: %s; %s" % (row["mask_after"], row["path"], to_native(exc), rollback),
-                devices=rows)
+            raise ChangeError("writing %s to %s failed: %s; %s" % (row["mask_after"], row["path"], to_native(exc), rollback),
+                              dict(devices=rows))
         written.append(row)
 
     not_converged = []
@@ -386,11 +371,11 @@ def apply_present(module, root, boot_id):
         row["after"] = format_cpulist(now_cpus)
         if sorted(set(now_cpus)) != row["cores"]:
             not_converged.append("%s reads %s, expected %s" % (row["path"], row["after"] or "(none)", format_cpulist(row["cores"])))
-    if module._diff:
-        result["diff"] = make_diff(rows, "after")
+    if diff:
+        result["diff"] = make_diff(rows, False)
     if not_converged:
-        module.fail_json(msg="the workqueue masks did not converge: " + "; ".join(not_converged), **strip(result))
-    return finish(module, result)
+        raise ChangeError("the workqueue masks did not converge: " + "; ".join(not_converged), strip(result))
+    return finish(result)
 
 
 def rollback_masks(written):
@@ -407,13 +392,10 @@ def rollback_masks(written):
     return "the %d mask(s) written before were put back" % len(written)
 
 
-def apply_restored(module, root, boot_id):
-    params = module.params
-    result = dict(changed=False, devices=[], not_restored=[], state_file=state_path(params["state_dir"], KIND))
-    try:
-        doc = load_state(params["state_dir"], KIND, boot_id)
-    except StateFileError as exc:
-        module.fail_json(msg=to_native(exc), **strip(result))
+def apply_restored(params, root, boot_id, check_mode=False, diff=False):
+    state = StateRecord(params["state_dir"], KIND, boot_id)
+    result = dict(changed=False, devices=[], not_restored=[], state_file=state.path)
+    doc = state.load(result=strip(result))
     wanted = None
     if params["devices"]:
         wanted = set(device["index"] for device in params["devices"])
@@ -427,7 +409,6 @@ def apply_restored(module, root, boot_id):
         records.append((key, entry))
     records.sort(key=lambda item: item[1]["index"])
 
-    dirty = False
     to_write = []
     for key, entry in records:
         index = entry["index"]
@@ -436,8 +417,7 @@ def apply_restored(module, root, boot_id):
             result["not_restored"].append(dict(
                 index=index, path=path,
                 reason="recorded in an earlier boot (%s); the reboot already reset this mask" % entry.get("boot_id")))
-            drop_entry(doc, key)
-            dirty = True
+            state.drop(key)
             continue
         try:
             mask = read_mask(path)
@@ -457,14 +437,13 @@ def apply_restored(module, root, boot_id):
             to_write.append((key, row, original))
         else:
             row["mask_after"] = mask
-            drop_entry(doc, key)
-            dirty = True
+            state.drop(key)
 
     result["changed"] = bool(to_write)
-    if module._diff:
-        result["diff"] = make_diff(result["devices"], "planned" if module.check_mode else "after")
-    if module.check_mode:
-        return finish(module, result)
+    if diff:
+        result["diff"] = make_diff(result["devices"], check_mode)
+    if check_mode:
+        return finish(result)
 
     for key, row, original in to_write:
         try:
@@ -482,22 +461,18 @@ def apply_restored(module, root, boot_id):
                 index=row["index"], path=row["path"],
                 reason="reads %s after writing the original %s" % (row["after"], format_cpulist(original))))
             continue
-        drop_entry(doc, key)
-        dirty = True
+        state.drop(key)
 
     result["changed"] = any(row["changed"] for row in result["devices"])
-    if module._diff:
-        result["diff"] = make_diff(result["devices"], "after")
-    if dirty:
-        try:
-            save_state(params["state_dir"], KIND, doc, boot_id)
-        except StateFileError as exc:
-            module.fail_json(msg="the masks were restored but the state file was not updated: %s" % to_native(exc), **strip(result))
-    return finish(module, result)
+    if diff:
+        result["diff"] = make_diff(result["devices"], False)
+    if state.dirty:
+        state.save("the masks were restored but the state file was not updated: ", strip(result))
+    return finish(result)
 
 
 def strip(result):
-    """The result without internal keys, for fail_json."""
+    """The result without internal keys, for a failure."""
     cleaned = dict(result)
     cleaned.pop("changed", None)
     cleaned["devices"] = [public_row(row) for row in result.get("devices", [])]
@@ -508,19 +483,17 @@ def public_row(row):
     return dict((key, value) for key, value in row.items() if key != "cores")
 
 
-def finish(module, result):
+def finish(result):
     result["devices"] = [public_row(row) for row in result["devices"]]
-    module.exit_json(**result)
+    return result
 
 
 def main():
     module = build_module()
     root = module.params["sysfs_root"]
     boot_id = read_boot_id(os.path.join(root, "proc"))
-    if module.params["state"] == "present":
-        apply_present(module, root, boot_id)
-    else:
-        apply_restored(module, root, boot_id)
+    apply = apply_present if module.params["state"] == "present" else apply_restored
+    run_change(module, apply, module.params, root, boot_id, check_mode=module.check_mode, diff=module._diff)
 
 
 if __name__ == "__main__":

@@ -180,17 +180,13 @@ hccn_tool:
   sample: /usr/local/Ascend/driver/tools/hccn_tool
 """
 
+import ipaddress
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.aihost.llm_cluster.plugins.module_utils import _hccn as hccn
-from ansible_collections.aihost.llm_cluster.plugins.module_utils._statefile import (
-    StateFileError,
-    load_state,
-    record_original,
-    save_state,
-)
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._change import ChangeError, StateRecord, diff_of, run_change
 
 KIND = "npu_network"
 KEYS = ("address", "netmask", "gateway", "netdetect", "tls")
@@ -224,19 +220,19 @@ def prefix_to_netmask(value):
     """'16' -> '255.255.0.0'; dotted netmasks are returned unchanged."""
     text = str(value).strip()
     if text.isdigit() and int(text) <= 32:
-        bits = (0xFFFFFFFF << (32 - int(text))) & 0xFFFFFFFF
-        return ".".join(str((bits >> shift) & 0xFF) for shift in (24, 16, 8, 0))
+        return str(ipaddress.IPv4Network((0, int(text))).netmask)
     return text
 
 
 def valid_netmask(text):
+    """True for a dotted netmask (contiguous ones, 0.0.0.0 to 255.255.255.255), False for a host mask or other text."""
     if not hccn.is_ipv4(text):
         return False
-    bits = 0
-    for part in text.split("."):
-        bits = (bits << 8) | int(part)
-    inverted = ~bits & 0xFFFFFFFF
-    return inverted & (inverted + 1) == 0
+    try:
+        network = ipaddress.IPv4Network("0.0.0.0/%s" % text)
+    except ValueError:
+        return False
+    return network.netmask == ipaddress.IPv4Address(text)
 
 
 def desired_devices(module):
@@ -263,12 +259,12 @@ def desired_devices(module):
         problems.append("address %s is given to devices %s" % (
             address, ", ".join(str(w["index"]) for w in wanted if w["address"] == address)))
     if problems:
-        module.fail_json(msg="invalid devices: " + "; ".join(problems))
+        raise ChangeError("invalid devices: " + "; ".join(problems))
     return wanted
 
 
 class Tool(object):
-    """Runs hccn_tool and fails the module with rc/stdout/stderr."""
+    """Runs hccn_tool; a failure raises ChangeError with cmd/rc/stdout/stderr."""
 
     def __init__(self, module, path, result):
         self.module = module
@@ -280,7 +276,7 @@ class Tool(object):
         return rc, out or "", err or ""
 
     def fail(self, msg, argv, rc, out, err):
-        self.module.fail_json(msg=msg, cmd=" ".join(argv), rc=rc, stdout=out, stderr=err, **self.result)
+        raise ChangeError(msg, dict(self.result, cmd=" ".join(argv), rc=rc, stdout=out, stderr=err))
 
     def query(self, index, cmd, parser, setting=None):
         argv = hccn.query_cmd(self.path, index, cmd)
@@ -333,7 +329,7 @@ def changed_keys(before, planned):
     return [key for key in KEYS if before.get(key) != planned.get(key)]
 
 
-def address_order(module, rows, result):
+def address_order(rows, result):
     """Rows whose address changes, in an order that never puts one address on two devices."""
     holding = dict((row["index"], row["before"]["address"]) for row in rows)
     pending = [row for row in rows if set(row["changes"]) & {"address", "netmask"}]
@@ -343,8 +339,8 @@ def address_order(module, rows, result):
                  if not any(owner != row["index"] and address == row["planned"]["address"]
                             for owner, address in holding.items())]
         if not ready:
-            module.fail_json(msg="devices %s only swap addresses among themselves; give one of them a free address "
-                                 "first" % ", ".join(str(row["index"]) for row in pending), **result)
+            raise ChangeError("devices %s only swap addresses among themselves; give one of them a free address "
+                              "first" % ", ".join(str(row["index"]) for row in pending), result)
         for row in ready:
             holding[row["index"]] = row["planned"]["address"]
             ordered.append(row)
@@ -368,14 +364,14 @@ def set_commands(tool_path, row, keys):
     return commands
 
 
-def read_conf(module, path, result):
+def read_conf(path, result):
     try:
         with open(path, encoding="utf-8") as handle:
             return hccn.parse_conf(handle.read())
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as exc:
-        module.fail_json(msg="cannot read %s: %s" % (path, to_native(exc)), **result)
+        raise ChangeError("cannot read %s: %s" % (path, to_native(exc)), result)
 
 
 def conf_mismatches(conf, rows, skip_keys=None):
@@ -413,26 +409,18 @@ def diff_text(rows, key):
     return "\n".join(lines) + "\n"
 
 
-def record_originals(module, rows, result):
-    try:
-        doc = load_state(module.params["state_dir"], KIND)
-        stored = False
-        for row in rows:
-            if row["changes"]:
-                stored = record_original(doc, "device%d" % row["index"], dict(row["before"], index=row["index"])) or stored
-        if stored:
-            save_state(module.params["state_dir"], KIND, doc)
-    except StateFileError as exc:
-        module.fail_json(msg="nothing was changed: %s" % to_native(exc), **result)
+def record_originals(state_dir, rows, result):
+    StateRecord(state_dir, KIND).record_originals(
+        [("device%d" % row["index"], dict(row["before"], index=row["index"])) for row in rows if row["changes"]],
+        result, only_when_stored=True)
 
 
 def public(rows):
     return [dict((key, row[key]) for key in ("index", "before", "planned", "after", "changes")) for row in rows]
 
 
-def main():
-    module = build_module()
-    module.run_command_environ_update = LOCALE
+def converge(module):
+    """Read, plan, record, apply, re-read and compare; returns the result, raises ChangeError."""
     params = module.params
     wanted = desired_devices(module)
     tool_path = hccn.find_tool(module)
@@ -448,7 +436,7 @@ def main():
                      "changes": changed_keys(before, planned)})
     result["devices"] = public(rows)
 
-    ip_rows = address_order(module, rows, result)
+    ip_rows = address_order(rows, result)
     commands = []
     for row in ip_rows:
         commands.extend(set_commands(tool_path, row, ["address"]))
@@ -460,7 +448,7 @@ def main():
         for row in rows:
             row["after"] = dict(row["planned"])
     elif commands:
-        record_originals(module, rows, result)
+        record_originals(params["state_dir"], rows, result)
         for argv in commands:
             result["commands"].append(" ".join(argv))
             tool.change(argv)
@@ -471,14 +459,14 @@ def main():
         stuck = ["device %d %s is %s, expected %s" % (row["index"], key, row["after"].get(key), row["planned"].get(key))
                  for row in rows for key in row["changes"] if row["after"].get(key) != row["planned"].get(key)]
         if stuck:
-            module.fail_json(msg="the NPU network did not converge: " + "; ".join(stuck), **result)
+            raise ChangeError("the NPU network did not converge: " + "; ".join(stuck), result)
     if module.check_mode:
         result["commands"] = [" ".join(argv) for argv in commands]
     result["devices"] = public(rows)
 
     # In check mode the keys about to be set are rewritten in the file by the tool: compare the others only.
     skip = dict((row["index"], row["changes"]) for row in rows) if module.check_mode else None
-    mismatches = conf_mismatches(read_conf(module, params["hccn_conf"], result), rows, skip)
+    mismatches = conf_mismatches(read_conf(params["hccn_conf"], result), rows, skip)
     if mismatches and params["conf_repair"]:
         repairs = []
         for row in rows:
@@ -490,21 +478,25 @@ def main():
             if not module.check_mode:
                 tool.change(argv)
         if not module.check_mode:
-            mismatches = conf_mismatches(read_conf(module, params["hccn_conf"], result), rows)
+            mismatches = conf_mismatches(read_conf(params["hccn_conf"], result), rows)
         else:
             mismatches = [item for item in mismatches if item["live"] is None]
     result["conf_mismatches"] = mismatches
     if module._diff:
-        result["diff"] = dict(before=diff_text(rows, "before"), after=diff_text(rows, "after"),
-                              before_header="%s (before)" % tool_path,
-                              after_header="%s (%s)" % (tool_path, "planned" if module.check_mode else "after"))
+        result["diff"] = diff_of(diff_text(rows, "before"), diff_text(rows, "after"), tool_path, module.check_mode)
     if mismatches and params["conf_check"] != "warn":
-        module.fail_json(msg="%s disagrees with the live NPU settings: %s" % (
+        raise ChangeError("%s disagrees with the live NPU settings: %s" % (
             params["hccn_conf"], "; ".join(describe_mismatch(item, params["hccn_conf"]) for item in mismatches)),
-            changed=changed, **result)
+            result, changed=changed)
     for item in mismatches:
         module.warn(describe_mismatch(item, params["hccn_conf"]))
-    module.exit_json(changed=changed, **result)
+    return dict(result, changed=changed)
+
+
+def main():
+    module = build_module()
+    module.run_command_environ_update = LOCALE
+    run_change(module, converge, module)
 
 
 if __name__ == "__main__":
