@@ -21,13 +21,16 @@ import uuid
 
 import pytest
 
+from ansible_collections.aihost.llm_cluster.plugins.module_utils import _irq
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._cpuset import format_cpulist
 from ansible_collections.aihost.llm_cluster.plugins.modules import affinity_apply
 from ansible_collections.aihost.llm_cluster.tests.unit.plugins.modules.utils import run_module
+from fake_procfs import INTERRUPTS
 
 ALL_CPUS = sorted(os.sched_getaffinity(0))
 # Two CPUs this process may use (0 and 1 on a 2-CPU machine) and the text of all of them.
 CPU_A, CPU_B = (ALL_CPUS + [None, None])[:2]
-ALL_TEXT = affinity_apply.format_cpulist(ALL_CPUS)
+ALL_TEXT = format_cpulist(ALL_CPUS)
 needs_two_cpus = pytest.mark.skipif(len(ALL_CPUS) < 2, reason="needs two CPUs to bind to a strict subset")
 
 # Names itself, starts four threads, then keeps starting threads (every fourth one
@@ -205,7 +208,7 @@ def test_check_mode_leaves_affinity_untouched(children, token, tmp_path):
     assert child.affinities() == before
     assert not os.path.exists(str(tmp_path / "state"))
     assert result["diff"]["before"] == "pid %d (VLLM::EngineCor) threads %s: %s\n" % (
-        child.pid, affinity_apply.format_cpulist(sorted(before)), ALL_TEXT)
+        child.pid, format_cpulist(sorted(before)), ALL_TEXT)
     assert result["diff"]["after"].endswith(": %d\n" % CPU_A)
 
 
@@ -317,70 +320,9 @@ def test_bad_rules(rule, message, tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# Matching helpers on a fake procfs
-# ---------------------------------------------------------------------------
-
-def fake_process(proc, pid, comm, ppid=1, cmdline=b"", cgroup="0::/\n", environ=b""):
-    base = proc / str(pid)
-    (base / "task" / str(pid)).mkdir(parents=True)
-    (base / "stat").write_text("%d (%s) S %d 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 %d 0 0\n" % (pid, comm, ppid, 1000 + pid))
-    (base / "comm").write_text(comm + "\n")
-    (base / "cmdline").write_bytes(cmdline)
-    (base / "cgroup").write_text(cgroup)
-    (base / "environ").write_bytes(environ)
-
-
-def test_unit_and_cmdline_selectors(tmp_path):
-    proc = tmp_path / "proc"
-    fake_process(proc, 100, "ray", cmdline=b"ray\0start\0--head\0", cgroup="0::/system.slice/llm-cluster-ray-head.service\n")
-    fake_process(proc, 200, "VLLM::EngineCor", ppid=100, cmdline=b"VLLM::EngineCore_DP1\0",
-                 cgroup="0::/system.slice/llm-cluster-serve.service/payload\n")
-    fake_process(proc, 300, "VLLM::EngineCor", ppid=100, cmdline=b"VLLM::EngineCore_DP0\0",
-                 cgroup="12:cpuset:/system.slice/llm-cluster-serve.service\n0::/system.slice/llm-cluster-serve.service\n")
-    table = affinity_apply.ProcTable(str(proc))
-    rules = affinity_apply.compile_rules([
-        dict(unit="llm-cluster-serve", cpus="0-3"),
-        dict(cmdline=r"^VLLM::EngineCore_DP0\b", cpus=[4]),
-        dict(cmdline=r"\x00--head(\x00|$)", cpus=[5]),
-        dict(comm="^VLLM::EngineCor$", parent_comm="^ray$", cpus=[6]),
-    ])
-    matched, unmatched = affinity_apply.match_processes(table, rules, excluded=set())
-    assert unmatched == []
-    assert dict((pid, [rule["index"] for rule in entry["rules"]]) for pid, entry in matched.items()) == {
-        100: [2], 200: [0, 3], 300: [0, 1, 3]}
-    assert matched[200]["start_time"] == 1200
-
-
-def test_engine_binding_detection(tmp_path):
-    proc = tmp_path / "proc"
-    fake_process(proc, 10, "vllm", cmdline=b"vllm\0serve\0m\0--additional-config={\"enable_cpu_binding\": true}\0")
-    fake_process(proc, 11, "VLLM::Worker_TP", ppid=10, cmdline=b"VLLM::Worker_TP0\0")
-    fake_process(proc, 20, "vllm", cmdline=b"vllm\0serve\0m\0--additional-config\0{\"enable_cpu_binding\": false}\0")
-    fake_process(proc, 30, "vllm", cmdline=b"vllm\0serve\0--numa-bind\0")
-    fake_process(proc, 40, "python3", environ=b"PATH=/bin\0VLLM_ASCEND_ENABLE_CPU_BINDING=1\0")
-    fake_process(proc, 50, "python3", environ=b"EXTRA='{\"enable_cpu_binding\": True}'\0")
-    fake_process(proc, 60, "python3", environ=b"ENABLE_CPU_BINDING=0\0")
-    table = affinity_apply.ProcTable(str(proc))
-    assert "command line of PID 10" in affinity_apply.engine_binding(table, 11)
-    assert affinity_apply.engine_binding(table, 20) is None
-    assert "--numa-bind" in affinity_apply.engine_binding(table, 30)
-    assert "VLLM_ASCEND_ENABLE_CPU_BINDING=1" in affinity_apply.engine_binding(table, 40)
-    assert "EXTRA" in affinity_apply.engine_binding(table, 50)
-    assert affinity_apply.engine_binding(table, 60) is None
-
-
-# ---------------------------------------------------------------------------
 # IRQs, numa_balancing and the irqbalance file on a fake procfs
 # ---------------------------------------------------------------------------
 
-INTERRUPTS = """\
-           CPU0       CPU1       CPU2       CPU3
- 24:          1          0          0          0  IO-APIC   5-edge      ACPI:Ged
-120:        100          0          0          0  ITS-MSI 524288 Edge      sq_send_trigger_irq
-121:          0        200          0          0  ITS-MSI 524289 Edge      cq_update_irq
-122:          0          0          0          0  ITS-MSI 524290 Edge      trs-mbox-0-0
-NMI:          0          0          0          0   Non-maskable interrupts
-"""
 
 
 @pytest.fixture
@@ -472,7 +414,7 @@ def test_irq_restore_after_reboot_is_skipped(fake_proc, tmp_path):
 
 
 def test_irq_not_converged(fake_proc, tmp_path, monkeypatch):
-    monkeypatch.setattr(affinity_apply, "write_proc", lambda path, value: None)
+    monkeypatch.setattr(_irq, "write_proc", lambda path, value: None)
     result = run(dict(proc_root=str(fake_proc), state_dir=str(tmp_path / "state"), irqs=[dict(irq=120, cpus=[1])]))
     assert result["failed"] is True
     assert "IRQ 120 reads 0-3, expected 1" in result["msg"]
@@ -485,18 +427,6 @@ def test_numa_balancing_true_keeps_a_nonzero_mode(fake_proc, tmp_path):
     (fake_proc / "sys/kernel/numa_balancing").write_text("0\n")
     result = run(dict(proc_root=str(fake_proc), state_dir=str(tmp_path / "state"), numa_balancing=True))
     assert result["changed"] is True and result["numa_balancing"]["after"] == "1"
-
-
-def test_parse_interrupts():
-    parsed = affinity_apply.parse_interrupts(INTERRUPTS)
-    assert parsed == [(24, "IO-APIC 5-edge ACPI:Ged"), (120, "ITS-MSI 524288 Edge sq_send_trigger_irq"),
-                      (121, "ITS-MSI 524289 Edge cq_update_irq"), (122, "ITS-MSI 524290 Edge trs-mbox-0-0")]
-
-
-def test_irqbalance_default(tmp_path):
-    assert affinity_apply.irqbalance_default(str(tmp_path)) == os.path.join(str(tmp_path), "default", "irqbalance")
-    (tmp_path / "sysconfig").mkdir()
-    assert affinity_apply.irqbalance_default(str(tmp_path)) == os.path.join(str(tmp_path), "sysconfig", "irqbalance")
 
 
 def test_newer_state_file_refused(fake_proc, tmp_path):
