@@ -184,8 +184,8 @@ def apply_present(params, table, boot_id, check_mode=False, diff=False, move=Non
         originals = []
         for row in irq_rows:
             if row["changed"]:
-                originals.append(("irq:%d" % row["irq"], dict(irq=row["irq"], name=row["name"], cpus=row["before"],
-                                                            boot_id=boot_id)))
+                originals.append(("irq:%d" % row["irq"], dict(
+                    irq=row["irq"], name=row["name"], cpus=row["before"], boot_id=boot_id)))
         if numa and numa["changed"]:
             originals.append(("sysctl:kernel.numa_balancing", dict(value=numa["before"], boot_id=boot_id)))
         if banned and banned["changed"]:

@@ -119,14 +119,15 @@ def test_not_converged_raises_with_the_result(proc, tmp_path, monkeypatch):
 def test_restore_skips_other_boots_and_keeps_unreadable_irqs(proc, tmp_path):
     state = tmp_path / "state"
     state.mkdir()
-    (state / "affinity_apply.json").write_text(json.dumps({"version": 1, "kind": "affinity_apply", "boot_id": "boot-a",
-                                                           "entries": {
+    entries = {
         "irq:120": dict(irq=120, name="ITS-MSI 524288 Edge sq_send_trigger_irq", cpus=[0], boot_id="boot-old"),
         "irq:121": dict(irq=121, name="someone else", cpus=[0], boot_id="boot-a"),
         "irq:130": dict(irq=130, name="gone", cpus=[0], boot_id="boot-a"),
         "sysctl:kernel.numa_balancing": dict(value="0", boot_id="boot-old"),
         "proc:999999999": dict(pid=999999999, start_time=1, boot_id="boot-a", comm="x", cpus=[0], applied=[[1]]),
-    }}))
+    }
+    (state / "affinity_apply.json").write_text(json.dumps(
+        {"version": 1, "kind": "affinity_apply", "boot_id": "boot-a", "entries": entries}))
     result = run_restored(params(proc, state, state="restored"))
     reasons = [(entry.get("irq") or entry.get("sysctl") or entry.get("pid"), entry["reason"]) for entry in result["skipped"]]
     assert reasons[0] == (999999999, "process 999999999 has exited")

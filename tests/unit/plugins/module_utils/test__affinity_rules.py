@@ -127,7 +127,7 @@ def test_last_matching_rule_wins_per_thread():
 def test_thread_comm_is_read_only_when_a_rule_needs_it():
     reads = []
     rule = rules_mod.compile_rules([dict(pid=1, cpus=[0])])[0]
-    decide = rules_mod.desired_rule(dict(rules=[rule]), lambda tid: reads.append(tid))
+    decide = rules_mod.desired_rule(dict(rules=[rule]), reads.append)
     assert decide(5) is rule and reads == []
 
 

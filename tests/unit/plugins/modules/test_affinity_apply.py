@@ -323,8 +323,6 @@ def test_bad_rules(rule, message, tmp_path):
 # IRQs, numa_balancing and the irqbalance file on a fake procfs
 # ---------------------------------------------------------------------------
 
-
-
 @pytest.fixture
 def fake_proc(tmp_path):
     proc = tmp_path / "proc"
