@@ -39,7 +39,7 @@ HOSTILE = [
 def environment():
     env = jinja2.Environment(trim_blocks=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     core = CoreFilters().filters()
-    for name in ("comment", "combine", "extract"):
+    for name in ("comment", "combine", "extract", "bool", "quote"):
         env.filters[name] = core[name]
     for name, function in FilterModule().filters().items():
         env.filters["aihost.llm_cluster." + name] = function
@@ -125,7 +125,8 @@ def rsyncd_vars(path, address="192.0.2.10"):
                 hostvars={"master1": {"__model_distribution_address": address},
                           "worker1": {"__model_distribution_address": "192.0.2.11"}},
                 model_distribution_path=path, model_distribution_run_dir="/run/llm_cluster/model",
-                __model_distribution_partial_dir=".llm_cluster-partial")
+                __model_distribution_partial_dir=".llm_cluster-partial", __model_distribution_sender_waits=False,
+                __model_distribution_from="")
 
 
 def test_rsyncd_conf_renders_plain_values_on_their_lines():
@@ -133,6 +134,19 @@ def test_rsyncd_conf_renders_plain_values_on_their_lines():
     assert "    path = /data/my model\n" in text
     assert "    hosts allow = 192.0.2.10 192.0.2.11\n" in text
     assert "address = 192.0.2.10\n" in text
+    assert "pre-xfer exec" not in text
+
+
+def test_rsyncd_conf_holds_requests_only_at_a_sender_that_is_receiving():
+    chain = dict(rsyncd_vars("/data/m"), __model_distribution_sender_waits=True, ansible_facts={},
+                 ansible_python_interpreter="/opt/py 3/bin/python3", model_distribution_run_dir="/run/llm cluster")
+    text = render("model_distribution", "rsyncd.conf.j2", **dict(chain, __model_distribution_from="master1"))
+    assert "    pre-xfer exec = '/opt/py 3/bin/python3' '/run/llm cluster/sender_wait.py'\n" in text
+    # The first node of the chain (the source) has a verified copy: nothing to hold.
+    assert "pre-xfer exec" not in render("model_distribution", "rsyncd.conf.j2", **chain)
+    with pytest.raises(AnsibleFilterError, match="one_line"):
+        render("model_distribution", "rsyncd.conf.j2", **dict(chain, __model_distribution_from="master1",
+                                                             ansible_python_interpreter="/usr/bin/python3\nlist = yes"))
 
 
 @pytest.mark.parametrize("path, address", [
