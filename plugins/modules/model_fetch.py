@@ -15,18 +15,19 @@ version_added: 0.2.0
 description:
   - Pulls each file of O(files), in order, from an rsync daemon module (O(url)) into O(dest), keeping partial
     files in O(partial_dir) so that a transfer that is stopped resumes where it was.
-  - Files smaller than O(batch_below) (by O(sizes): the json, tokenizer and configuration files of a checkpoint)
-    are pulled first, together, over one rsync connection; the others one by one, in order, so that a chain
-    still pipelines them.
+  - Files smaller than O(batch_below) bytes according to O(sizes) (the json, tokenizer and configuration files
+    of a checkpoint) are pulled first, together, over one rsync connection; the others one by one, in order, so
+    that a chain still pipelines them.
   - With O(wait) above 0 a file that the peer does not have yet is waited for (the peer is itself receiving it
     from the node before it). rsync writes under a temporary name and renames at the end, so a file that the peer
     has under its own name is complete. Chaining the nodes this way pipelines the transfer file by file; every
     link carries the model once, at the same time.
-  - How it waits depends on O(sender_waits). C(true) (the peer's daemon runs the model_distribution role's
-    C(pre-xfer exec) hook, which holds each request until the requested files are complete there): the pull
-    starts at once and its data flows the moment the peer has the file; a hold that reaches the hook's slice
-    is answered C(llm_cluster: not yet) and the pull is asked again until O(wait) runs out. C(false): the peer
-    is asked every O(poll) seconds (C(rsync --list-only)) until it lists the file, then the file is pulled.
+  - How it waits depends on O(sender_waits). With C(true), the peer's daemon runs the model_distribution role's
+    C(pre-xfer exec) hook, which holds each request until the requested files are complete there; the pull
+    starts at once and its data flows the moment the peer has the file. A hold that reaches the hook's slice
+    is answered "not yet" (a line starting with C(llm_cluster) on stderr) and the pull is asked again until O(wait)
+    runs out. With C(false), the
+    peer is asked every O(poll) seconds (C(rsync --list-only)) until it lists the file, then the file is pulled.
   - The daemon's password is read from O(password_file); it never appears in a command line.
   - When a pull fails, a marker file C(.llm_cluster-fetch-failed) is left in O(dest), so that the node after this one
     in a chain sees it and fails at once instead of waiting for a file that will not come. The next run removes it.
