@@ -137,16 +137,21 @@ def test_rsyncd_conf_renders_plain_values_on_their_lines():
     assert "pre-xfer exec" not in text
 
 
+def chain_vars(sender_receives, interpreter="/opt/py 3/bin/python3"):
+    variables = rsyncd_vars("/data/m")
+    variables.update(__model_distribution_sender_waits=True, ansible_facts={}, ansible_python_interpreter=interpreter,
+                     model_distribution_run_dir="/run/llm cluster",
+                     __model_distribution_from="master1" if sender_receives else "")
+    return variables
+
+
 def test_rsyncd_conf_holds_requests_only_at_a_sender_that_is_receiving():
-    chain = dict(rsyncd_vars("/data/m"), __model_distribution_sender_waits=True, ansible_facts={},
-                 ansible_python_interpreter="/opt/py 3/bin/python3", model_distribution_run_dir="/run/llm cluster")
-    text = render("model_distribution", "rsyncd.conf.j2", **dict(chain, __model_distribution_from="master1"))
+    text = render("model_distribution", "rsyncd.conf.j2", **chain_vars(True))
     assert "    pre-xfer exec = '/opt/py 3/bin/python3' '/run/llm cluster/sender_wait.py'\n" in text
     # The first node of the chain (the source) has a verified copy: nothing to hold.
-    assert "pre-xfer exec" not in render("model_distribution", "rsyncd.conf.j2", **chain)
+    assert "pre-xfer exec" not in render("model_distribution", "rsyncd.conf.j2", **chain_vars(False))
     with pytest.raises(AnsibleFilterError, match="one_line"):
-        render("model_distribution", "rsyncd.conf.j2", **dict(chain, __model_distribution_from="master1",
-                                                             ansible_python_interpreter="/usr/bin/python3\nlist = yes"))
+        render("model_distribution", "rsyncd.conf.j2", **chain_vars(True, "/usr/bin/python3\nlist = yes"))
 
 
 @pytest.mark.parametrize("path, address", [
