@@ -30,6 +30,9 @@ _LINK_RE = re.compile(r"^(?:X|NV\d+|[A-Z]{2,5})$")
 _DEVICE_LABEL_RE = re.compile(r"^(?:GPU\d+|NIC\d+|[a-z][a-z0-9]*_\d+)$")
 _NIC_LEGEND_RE = re.compile(r"^(?P<nic>NIC\d+):\s*(?P<name>\S+)$")
 _CPULIST_RE = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
+# nvidia-smi underlines the topo -m header with SGR codes (ESC[4m ... ESC[0m), also when stdout is
+# not a terminal; published copies often keep the codes without their ESC byte.
+_SGR_RE = re.compile(r"\x1b?\[[0-9;]*m")
 
 
 def _error(command, message, lineno=None, line=None):
@@ -160,8 +163,10 @@ def parse_topo_matrix(text, version=None):
     few (two values run together, a cell lost) is reported by its line
     number instead of being read shifted. Copies whose TABs were expanded to
     spaces are read by whitespace; there an empty affinity cell cannot be
-    placed and is an error. ``version`` (the driver version, when known) is
-    named in error messages.
+    placed and is an error. The SGR underline codes nvidia-smi puts around
+    the header (``ESC[4m`` ... ``ESC[0m``, or without ESC in a pasted copy)
+    are dropped. ``version`` (the driver version, when known) is named in
+    error messages.
 
     Returns a dict with
 
@@ -203,6 +208,7 @@ def parse_topo_matrix(text, version=None):
                 result["nic_legend"][nic.group("nic")] = nic.group("name")
             continue
         if labels is None:
+            raw = _SGR_RE.sub("", raw)
             tabs = "\t" in raw
             fields = _header_fields(raw, tabs)
             split = len(fields)

@@ -31,6 +31,9 @@ def chips(info):
 A2_8_BUS = ["0000:C1:00.0", "0000:C2:00.0", "0000:81:00.0", "0000:82:00.0",
             "0000:01:00.0", "0000:02:00.0", "0000:41:00.0", "0000:42:00.0"]
 
+# Atlas 800 A3: chip pairs 9D/9F, 99/9B, 95/97, 91/93, 8D/8F, 89/8B, 85/87, 81/83.
+A3_16_BUS = ["0000:%02X:00.0" % (base + 2 * chip) for base in range(0x9D, 0x80, -4) for chip in (0, 1)]
+
 NPU_INFO = [
     ("npu-smi-info-300iduo-25.2.0-excerpt.txt", "25.2.0", [(2, 0), (2, 1)], ["0000:01:00.0"] * 2,
      "ddr", [(1529, 44280), (1412, 43693)], [None, None]),
@@ -65,6 +68,13 @@ NPU_INFO = [
       "0000:81:00.0", "0000:41:00.0", "0000:82:00.0", "0000:42:00.0"],
      "hbm", [(4495, 65536), (3333, 65536), (3332, 65536), (3331, 65536), (3334, 65536), (3333, 65536),
              (3332, 65536), (3332, 65536)], [94.8, 99.7, 97.1, 94.4, 96.8, 93.6, 94.0, 96.9]),
+    ("npu-smi-info-a3x16-24.1.rc3.7.txt", "24.1.rc3.7", [(n // 2, n % 2) for n in range(16)], A3_16_BUS,
+     "hbm", [(3416, 65536), (3189, 65536), (3413, 65536), (3185, 65536), (3412, 65536), (3186, 65536),
+             (3412, 65536), (3185, 65536), (3402, 65536), (3198, 65536), (3399, 65536), (3201, 65536),
+             (3400, 65536), (3200, 65536), (3413, 65536), (3188, 65536)],
+     [178.5, None, 188.2, None, 176.6, None, 178.5, None, 180.9, None, 188.7, None, 183.0, None, 186.4, None]),
+    ("npu-smi-info-310p3-npu32896-25.5.2-bus-anonymized.txt", "25.5.2", [(32896, 0)], ["0000:00:00.0"],
+     "ddr", [(1904, 44213)], [None]),
 ]
 
 
@@ -110,6 +120,26 @@ def test_driver_26_process_table_with_container_column():
     assert npu_smi.parse_info(fixture("npu-smi-info-910b4-26.0.rc1.txt"))["processes"] == []
 
 
+def test_a3_full_table_has_16_logical_devices_on_8_npus():
+    info = npu_smi.parse_info(fixture("npu-smi-info-a3x16-24.1.rc3.7.txt"))
+    assert [d["phy_id"] for d in info["devices"]] == list(range(16))
+    assert sorted(set(d["npu_id"] for d in info["devices"])) == list(range(8))
+    assert set(d["name"] for d in info["devices"]) == set(["Ascend910"])
+    assert [d["temp_c"] for d in info["devices"][:4]] == [36, 36, 36, 35]
+    assert info["processes"] == []
+
+
+def test_310p3_with_card_id_32896_and_its_mapping():
+    info = npu_smi.parse_info(fixture("npu-smi-info-310p3-npu32896-25.5.2-bus-anonymized.txt"))
+    chip = info["devices"][0]
+    assert (chip["npu_id"], chip["chip_id"], chip["device_id"], chip["name"]) == (32896, 0, 0, "310P3")
+    assert (chip["temp_c"], chip["aicore_pct"], chip["hbm_used_mb"]) == (54, 0, None)
+    assert info["processes"] == []
+    mapping = npu_smi.parse_info_m(fixture("npu-smi-info-m-310p3-npu32896.txt"))
+    assert [(m["npu_id"], m["chip_id"], m["chip_logic_id"], m["chip_name"]) for m in mapping] == [
+        (32896, 0, 0, "Ascend 310P3"), (32896, 1, None, "Mcu")]
+
+
 def test_driver_23_tables_have_no_processes():
     for name in ("npu-smi-info-910b2x8-23.0.3.txt", "npu-smi-info-910b2-23.0.3-sparse-id.txt"):
         assert npu_smi.parse_info(fixture(name))["processes"] == []
@@ -147,6 +177,12 @@ TOPO = [
      {0: 0, 1: 1, 2: 2, 3: 3}, ("GPU1", "GPU0", "NV12")),
     ("nvidia-smi-topo-m-2gpu-pix-lost-leading-tab-excerpt.txt", 2, 2, {0: "0-47", 1: "0-47"}, {0: 0, 1: 0},
      ("GPU1", "GPU0", "PIX")),
+    ("nvidia-smi-topo-m-h100x8-dgx-12nic-tabs-excerpt.txt", 8, 20,
+     dict([(n, "0-55,112-167") for n in range(4)] + [(n, "56-111,168-223") for n in range(4, 8)]),
+     {0: 0, 1: 0, 2: 0, 3: 0, 4: 1, 5: 1, 6: 1, 7: 1}, ("GPU7", "NIC11", "PXB")),
+    ("nvidia-smi-topo-m-h100x8-9nic-sgr-header.txt", 8, 17,
+     dict([(n, "0-63,128-191") for n in range(4)] + [(n, "64-127,192-255") for n in range(4, 8)]),
+     {0: 0, 1: 0, 2: 0, 3: 0, 4: 1, 5: 1, 6: 1, 7: 1}, ("GPU5", "NIC5", "PXB")),
 ]
 
 
@@ -169,6 +205,29 @@ def test_topo_nic_rows_keep_their_empty_cells_empty():
     assert topo["matrix"]["NIC1"]["NIC2"] == "PIX"
 
 
+def test_topo_dgx_nic_rows_with_four_empty_cells_stay_out_of_the_affinity():
+    topo = nvidia_smi.parse_topo_matrix(fixture("nvidia-smi-topo-m-h100x8-dgx-12nic-tabs-excerpt.txt"))
+    assert sorted(topo["cpu_affinity"]) == list(range(8))
+    assert sorted(topo["matrix"]) == ["GPU%d" % n for n in range(8)] + ["NIC%d" % n for n in range(6)]
+    assert topo["matrix"]["NIC1"]["NIC2"] == "PIX"
+    assert topo["matrix"]["NIC3"]["GPU1"] == "PXB"
+    assert topo["numa_nodes"][7] == [1]
+
+
+def test_topo_header_underlined_with_sgr_codes():
+    text = fixture("nvidia-smi-topo-m-h100x8-9nic-sgr-header.txt")
+    header = text.splitlines()[0]
+    assert header.startswith("\t[4mGPU0") and header.endswith("GPU NUMA ID[0m")
+    topo = nvidia_smi.parse_topo_matrix(text)
+    assert topo["columns"] == ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
+    assert topo["labels"][0] == "GPU0" and topo["labels"][-1] == "NIC8"
+    assert topo["nic_legend"]["NIC8"] == "mlx5_bond_0"
+    assert topo["matrix"]["NIC8"]["NIC8"] == "X"
+    # The same capture with the ESC bytes the terminal copy lost reads the same.
+    with_esc = text.replace("[4m", "\x1b[4m", 1).replace("[0m", "\x1b[0m", 1)
+    assert nvidia_smi.parse_topo_matrix(with_esc) == topo
+
+
 def test_topo_run_together_fields_are_reported_with_their_line():
     with pytest.raises(ValueError) as error:
         nvidia_smi.parse_topo_matrix(fixture("nvidia-smi-topo-m-h100x8-dgx-run-together-excerpt.txt"))
@@ -184,8 +243,51 @@ def test_topo_run_together_row_is_reported_by_line_number():
 
 
 # ---------------------------------------------------------------------------
+# nvidia-smi --query-gpu
+# ---------------------------------------------------------------------------
+
+A100_LOG_FIELDS = ["timestamp", "name", "pci.bus_id", "driver_version", "pstate", "pcie.link.gen.max",
+                   "pcie.link.gen.current", "temperature.gpu", "utilization.gpu", "utilization.memory",
+                   "memory.total", "memory.free", "memory.used"]
+
+
+def test_query_gpu_h100_with_header_and_unit():
+    rows = nvidia_smi.parse_query_csv(fixture("nvidia-smi-query-gpu-h100-hbm3-1gpu.csv"))
+    assert rows == [{"index": "0", "name": "NVIDIA H100 80GB HBM3", "memory.total": "81559"}]
+
+
+def test_query_gpu_h100_bus_ids_map_to_sysfs():
+    rows = nvidia_smi.parse_query_csv(fixture("nvidia-smi-query-gpu-h100x8-vbios-excerpt.csv"))
+    assert [nvidia_smi.pci_address(row["pci.bus_id"]) for row in rows] == ["0000:04:00.0", "0000:8b:00.0"]
+    assert set(row["vbios_version"] for row in rows) == set(["96.00.89.00.01"])
+
+
+def test_query_gpu_a100_noheader_log_needs_the_field_list():
+    text = fixture("nvidia-smi-query-gpu-a100-40gb-noheader-log.csv")
+    with pytest.raises(ValueError, match=r"no header line and no field list \(line 1: '2024/06/01 11:27:05.177"):
+        nvidia_smi.parse_query_csv(text)
+    rows = nvidia_smi.parse_query_csv(text, A100_LOG_FIELDS)
+    assert len(rows) == 8
+    assert sorted(set(row["pci.bus_id"] for row in rows)) == ["00000000:0B:00.0", "00000000:3B:00.0",
+                                                               "00000000:8B:00.0"]
+    assert set(row["name"] for row in rows) == set(["NVIDIA A100-SXM4-40GB"])
+    assert set(row["memory.total"] for row in rows) == set(["40960"])
+    assert [(row["memory.used"], row["utilization.gpu"]) for row in rows[-2:]] == [("39671", "3"), ("39427", "1")]
+    assert rows[0]["driver_version"] == "545.23.08"
+
+
+# ---------------------------------------------------------------------------
 # hccn_tool
 # ---------------------------------------------------------------------------
+
+def test_hccn_conf_with_eight_devices():
+    conf = hccn.parse_conf(fixture("hccn-conf-8dev-paddle-doc.conf"))
+    assert sorted(conf) == list(range(8))
+    assert [conf[n]["address"] for n in range(8)] == [
+        "192.168.10.21", "192.168.20.21", "192.168.30.21", "192.168.40.21",
+        "192.168.10.22", "192.168.20.22", "192.168.30.22", "192.168.40.22"]
+    assert set(conf[n]["netmask"] for n in range(8)) == set(["255.255.255.0"])
+
 
 def test_ping_partial_loss_is_33_percent():
     ping = hccn.parse_ping(fixture("hccn-ping-g-partial-loss-doc.txt"))

@@ -25,6 +25,8 @@ NPU_FILES = [
     "npu-smi-info-a3-26.0.rc2-excerpt.txt",
     "npu-smi-info-910b2x8-23.0.3.txt",
     "npu-smi-info-910a-23.0.rc1.b070-excerpt.txt",
+    "npu-smi-info-a3x16-24.1.rc3.7.txt",
+    "npu-smi-info-310p3-npu32896-25.5.2-bus-anonymized.txt",
 ]
 TOPO_FILES = [
     "nvidia-smi-topo-m.txt",
@@ -32,6 +34,8 @@ TOPO_FILES = [
     "nvidia-smi-topo-m-4gpu-nv12-4numa.txt",
     "nvidia-smi-topo-mp-gpu1-nic10-empty-cells-excerpt.txt",
     "nvidia-smi-topo-m-2xa100-legend.txt",
+    "nvidia-smi-topo-m-h100x8-dgx-12nic-tabs-excerpt.txt",
+    "nvidia-smi-topo-m-h100x8-9nic-sgr-header.txt",
 ]
 
 
@@ -226,8 +230,9 @@ def test_topo_unknown_column_is_kept_aside(name, value):
     text = fixture(name)
     lines = []
     for line in text.splitlines():
-        if line.rstrip().endswith("GPU NUMA ID"):
-            line = line.rstrip() + "\tFabric State"
+        if "GPU NUMA ID" in line and not line.startswith("GPU"):
+            # Before a closing SGR code, if the header has one.
+            line = line.rstrip().replace("GPU NUMA ID", "GPU NUMA ID\tFabric State")
         elif line.startswith("GPU"):
             line += "\t" + value
         lines.append(line)
