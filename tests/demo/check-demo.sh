@@ -8,6 +8,11 @@
 # Only the wheelhouse is shared with this checkout (LLM_CLUSTER_WHEELHOUSE):
 # it is a cache of PyPI downloads. The clone bootstraps its own venv.
 # Prints "cold start to first token" for docs/benchmarks.md.
+#
+# The secrets are canaries: every run goes at -vvv with diffs on (its output
+# kept in a file, its tail printed), and the process tables of the controller
+# and of both nodes are sampled every 2 s from the first deploy to the end of
+# the bench. Neither the API key nor the Ray token may appear in any of them.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/llm_cluster-demo.XXXXXX")"
@@ -15,7 +20,9 @@ CLONE="$WORK/llm_cluster"
 PORT="${LLM_CLUSTER_DEMO_PORT:-8000}"
 export LLM_CLUSTER_WHEELHOUSE="${LLM_CLUSTER_WHEELHOUSE:-$ROOT/.cache/wheelhouse}"
 export LLM_CLUSTER_DEMO_PORT="$PORT"
+SAMPLER=""
 cleanup() {
+  [ -z "$SAMPLER" ] || kill "$SAMPLER" 2>/dev/null || true
   (cd "$CLONE" 2>/dev/null && ./deploy.sh demo-down >/dev/null 2>&1) || true
   rm -rf "$WORK"
 }
@@ -25,12 +32,30 @@ fail() {
   exit 1
 }
 
+# A run at -vvv with diffs, its whole output in $WORK/<name>.log and its last lines on the terminal.
+verbose() {
+  local name=$1 rc=0
+  shift
+  ANSIBLE_VERBOSITY=3 ANSIBLE_DIFF_ALWAYS=1 "$@" > "$WORK/$name.log" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then tail -n 200 "$WORK/$name.log"; else tail -n 25 "$WORK/$name.log"; fi
+  return "$rc"
+}
+# Every command line on the controller and on the demo's nodes, every 2 s.
+sample_processes() {
+  while :; do
+    ps -eo args
+    for node in llmc-demo-master llmc-demo-worker; do docker exec "$node" ps -eo args 2>/dev/null || true; done
+    sleep 2
+  done
+}
+
 git clone --quiet "$ROOT" "$CLONE"
 cd "$CLONE"
 
+sample_processes > "$WORK/ps.log" 2>/dev/null &
+SAMPLER=$!
 t0=$(date +%s.%N)
-./deploy.sh demo 2>&1 | tee "$WORK/first.log"
-[ "${PIPESTATUS[0]}" -eq 0 ] || fail "./deploy.sh demo exited non-zero"
+verbose first ./deploy.sh demo || fail "./deploy.sh demo exited non-zero"
 grep -q "^  curl -s http://127.0.0.1:$PORT/v1/completions" "$WORK/first.log" || fail "no curl command printed"
 
 # The curl the demo printed, with max_tokens and ignore_eos so that the count is exact.
@@ -49,8 +74,8 @@ code="$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/v1/models
 awk -v a="$t1" -v b="$t0" 'BEGIN { printf "demo check: cold start to first token (./deploy.sh demo from a fresh clone, then the curl): %.0f s\n", a - b }'
 
 # The serving benchmark against the demo endpoint (docs/benchmarks.md).
-LLM_CLUSTER_ARTIFACTS="$WORK/artifacts" ./deploy.sh bench -i .cache/demo/inventory/hosts.yml 2>&1 | tee "$WORK/bench.log"
-[ "${PIPESTATUS[0]}" -eq 0 ] || fail "./deploy.sh bench exited non-zero"
+LLM_CLUSTER_ARTIFACTS="$WORK/artifacts" verbose bench ./deploy.sh bench -i .cache/demo/inventory/hosts.yml ||
+  fail "./deploy.sh bench exited non-zero"
 python3 - "$WORK"/artifacts/bench-*.json <<'PY' || fail "unexpected bench result"
 import json, sys
 bench = json.load(open(sys.argv[1]))
@@ -59,11 +84,25 @@ print("demo check: bench 20 prompts x 64 tokens: output %.0f tok/s, total %.0f t
       % (bench["output_throughput"], bench["total_token_throughput"], bench["mean_ttft_ms"], bench["p99_ttft_ms"], bench["mean_tpot_ms"]))
 PY
 
-./deploy.sh demo 2>&1 | tee "$WORK/second.log"
-[ "${PIPESTATUS[0]}" -eq 0 ] || fail "the second ./deploy.sh demo exited non-zero"
+kill "$SAMPLER"
+SAMPLER=""
+verbose second ./deploy.sh demo || fail "the second ./deploy.sh demo exited non-zero"
 recap="$(grep -E '^llmc-demo-(master|worker) +: ok=' "$WORK/second.log")"
 echo "$recap" | grep -qv 'changed=0' && fail "the second demo changed something: $recap"
 [ "$(echo "$recap" | wc -l)" -eq 2 ] || fail "no play recap for both nodes in the second run"
+
+# The canaries: the sampler saw the engine and the benchmark client on the head, and the -vvv logs hold
+# the tasks that read the secrets; neither secret is in any of them.
+token="$(cat .cache/demo/credentials/ray_auth_token)"
+if [ "${#key}" -lt 32 ] || [ "${#token}" -lt 32 ]; then fail "the API key or the Ray token is shorter than expected"; fi
+grep -qE -- "bin/vllm serve|VLLM::" "$WORK/ps.log" || fail "the process samples never show the engine"
+grep -q -- "bench serve" "$WORK/ps.log" || fail "the process samples never show the benchmark client"
+grep -q "Bench | Put the API key in a private file" "$WORK/bench.log" || fail "the bench log lacks the task that handles the key"
+for log in ps first bench second; do
+  ! grep -qF -- "$key" "$WORK/$log.log" || fail "the API key appears in $log.log"
+  ! grep -qF -- "$token" "$WORK/$log.log" || fail "the Ray token appears in $log.log"
+done
+echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench and the second deploy"
 
 ./deploy.sh demo-down
 [ -z "$(docker ps -aq --filter label=org.aihost.llm_cluster.demo=1)" ] || fail "demo containers left behind"
