@@ -9,6 +9,7 @@ runs against Molecule's inventory, so they depend on the order they are written 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -30,10 +31,11 @@ PY = "/opt/llm_cluster/ray/bin/python"
 UNIT = {"ray-master1": "llm-cluster-ray-head", "ray-worker1": "llm-cluster-ray-worker", "ray-worker2": "llm-cluster-ray-worker"}
 AUTH_ENV = "/etc/llm_cluster/ray-auth.env"
 TOKEN = "/etc/llm_cluster/ray-auth-token"
-OUTSIDER = "llmc-ray-outsider"
-IMAGE = os.environ.get("IMAGE", "aihost-llm-cluster/debian-systemd:bookworm")
-SCAN = os.path.join(SCENARIO, "files", "tcp_scan.py")
 COLLECTIONS = os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep)[0]
+# The perimeter checks the scenarios share (molecule/shared/perimeter.py).
+_SPEC = importlib.util.spec_from_file_location("perimeter", os.path.join(os.path.dirname(SCENARIO), "shared", "perimeter.py"))
+perimeter = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(perimeter)
 
 READ = r'''
 import json, sys, ray
@@ -103,11 +105,6 @@ def ray_step(*extra):
     return playbook(os.path.join(SCENARIO, "ray.yml"), *extra)
 
 
-def docker(*args, check=True):
-    return subprocess.run(["docker"] + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=900, check=check)
-
-
 def settled(node, *names, wait=120):
     """ActiveState of each unit once systemd has no job left (a propagated restart or reload is a job too)."""
     deadline = time.time() + wait
@@ -126,18 +123,6 @@ def perimeter_state(node, ray_unit):
 def never_open(state):
     """The table is loaded, or nothing of Ray runs."""
     return state["table"] or (state["ray"] == "inactive" and not state["ray_processes"])
-
-
-@pytest.fixture(scope="module")
-def outsider():
-    """A container on the nodes' Docker network that is in no inventory: no play can touch it."""
-    networks = json.loads(docker("inspect", "-f", "{{json .NetworkSettings.Networks}}", "ray-master1").stdout)
-    docker("rm", "-f", OUTSIDER, check=False)
-    docker("run", "-d", "--rm", "--name", OUTSIDER, "--network", [n for n in sorted(networks) if n != "bridge"][0], "--entrypoint", "sleep", IMAGE,
-           "infinity")
-    docker("cp", SCAN, OUTSIDER + ":/root/tcp_scan.py")
-    yield OUTSIDER
-    docker("rm", "-f", OUTSIDER, check=False)
 
 
 # One ray.init, as a member's driver or a ray:// client would; prints the alive nodes.
@@ -183,70 +168,17 @@ def test_ray_ports_refuse_non_members(nodes, addresses):
         assert address in table
 
 
-def test_a_non_member_reaches_only_ssh_on_every_port_of_every_node(nodes, addresses, outsider):
-    # Ours listen beyond loopback: the GCS, Ray's client server, the raylets' ports.
-    listening = nodes["ray-master1"].check_output("ss -Htln")
-    assert ":6379 " in listening and ":10001 " in listening and ":6380 " in listening
-    out = docker("exec", outsider, "python3", "/root/tcp_scan.py", "2", "8000", *sorted(addresses.values()))
-    scan = json.loads(out.stdout.strip().splitlines()[-1])
-    for name, address in addresses.items():
-        sshd = nodes[name].run("ss -Htln 'sport = :22'").stdout.strip() != ""
-        assert scan[address]["open"] == ([22] if sshd else []), (name, scan[address]["open"])
-        # Dropped, not refused: nothing on the cluster interface answers a non-member.
-        assert scan[address]["refused"] == [] and scan[address]["errors"] == {}, (name, scan[address])
-        assert scan[address]["silent"] == 65535 - len(scan[address]["open"])
-
-
-def listener_audit(node, address):
-    """Every listening TCP/UDP socket with its process and unit, and whether the perimeter guards it.
-
-    Ours (a process in an llm-cluster-* unit) must be on loopback, or behind the table: bound to the cluster
-    address, or to every address while the cluster interface is the only one besides loopback, or on a port
-    the table drops on the other interfaces.
-    """
-    table = node.run("nft list table inet llm_cluster")
-    dropped = []
-    if table.rc == 0:
-        line = next((l for l in table.stdout.splitlines() if "dport {" in l and l.strip().endswith("drop")), "")
-        for item in line.split("{", 1)[-1].split("}", 1)[0].replace(" ", "").split(","):
-            if item:
-                low, dummy, high = item.partition("-")
-                dropped.append((int(low), int(high or low)))
-    # Interfaces with an address, besides loopback: where a socket on every address can be reached.
-    interfaces = sorted({line.split()[1] for line in node.check_output("ip -o addr show").splitlines()} - {"lo"})
-    rows = []
-    for line in node.check_output("ss -Htlnup").splitlines():
-        fields = line.split()
-        proto, local = fields[0], fields[4]
-        host, port = local.rsplit(":", 1)
-        host = host.strip("[]").split("%")[0]
-        pids = re.findall(r"pid=(\d+)", line)
-        names = re.findall(r'\("([^"]+)"', line)
-        units = sorted({u for pid in pids for u in re.findall(r"/([^/]+\.service)",
-                                                              node.run("cat /proc/%s/cgroup" % pid).stdout)})
-        ours = any(u.startswith("llm-cluster-") for u in units)
-        loopback = host.startswith("127.") or host == "::1"
-        wildcard = host in ("0.0.0.0", "*", "::")
-        guarded = loopback or (table.rc == 0 and (
-            host == address or (wildcard and interfaces == ["eth0"])
-            or any(low <= int(port) <= high for low, high in dropped)))
-        rows.append({"proto": proto, "address": host, "port": int(port), "process": ",".join(sorted(set(names))),
-                     "units": units, "ours": ours, "guarded": guarded})
-    return rows
-
-
 def test_listener_audit_finds_every_socket_of_ours_guarded(nodes, addresses):
     for name, node in nodes.items():
-        rows = listener_audit(node, addresses[name])
-        print("\n".join("%s %s %s:%d %s %s %s" % (name, r["proto"], r["address"], r["port"], r["process"],
-                                                  ",".join(r["units"]) or "-", "guarded" if r["guarded"] else "OPEN")
-                        for r in rows))
+        rows = perimeter.listener_audit(node, addresses[name])
+        print(perimeter.audit_lines(name, rows))
         ours = [r for r in rows if r["ours"]]
         # Ray listens beyond loopback on every node (raylet, object manager); the audit has something to judge.
         assert any(not r["address"].startswith("127.") for r in ours), (name, rows)
         assert [r for r in ours if not r["guarded"]] == [], name
-    head = {r["port"] for r in listener_audit(nodes["ray-master1"], addresses["ray-master1"]) if r["ours"]}
-    assert {6379, 10001} <= head
+    head = {r["port"] for r in perimeter.listener_audit(nodes["ray-master1"], addresses["ray-master1"]) if r["ours"]}
+    # The GCS, Ray's client server and the node manager listen beyond loopback on the head.
+    assert {6379, 10001, 6380} <= head
 
 
 def test_listener_audit_catches_a_listener_the_table_does_not_cover(nodes, addresses):
@@ -261,11 +193,11 @@ def test_listener_audit_catches_a_listener_the_table_does_not_cover(nodes, addre
         deadline = time.time() + 30
         while time.time() < deadline and ":18080 " not in worker.check_output("ss -Htln"):
             time.sleep(0.5)
-        flagged = [r for r in listener_audit(worker, addresses["ray-worker2"]) if r["ours"] and not r["guarded"]]
+        flagged = [r for r in perimeter.listener_audit(worker, addresses["ray-worker2"]) if r["ours"] and not r["guarded"]]
         assert [(r["port"], r["units"]) for r in flagged] == [(18080, ["llm-cluster-audit-probe.service"])]
     finally:
         worker.run("systemctl stop llm-cluster-audit-probe; ip link del llmcaudit0")
-    assert [r for r in listener_audit(worker, addresses["ray-worker2"]) if r["ours"] and not r["guarded"]] == []
+    assert [r for r in perimeter.listener_audit(worker, addresses["ray-worker2"]) if r["ours"] and not r["guarded"]] == []
 
 
 def test_ray_refuses_a_member_without_the_token(nodes, addresses):
