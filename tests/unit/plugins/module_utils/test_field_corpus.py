@@ -268,8 +268,8 @@ def test_query_gpu_a100_noheader_log_needs_the_field_list():
         nvidia_smi.parse_query_csv(text)
     rows = nvidia_smi.parse_query_csv(text, A100_LOG_FIELDS)
     assert len(rows) == 8
-    assert sorted(set(row["pci.bus_id"] for row in rows)) == ["00000000:0B:00.0", "00000000:3B:00.0",
-                                                               "00000000:8B:00.0"]
+    buses = sorted(set(row["pci.bus_id"] for row in rows))
+    assert buses == ["00000000:0B:00.0", "00000000:3B:00.0", "00000000:8B:00.0"]
     assert set(row["name"] for row in rows) == set(["NVIDIA A100-SXM4-40GB"])
     assert set(row["memory.total"] for row in rows) == set(["40960"])
     assert [(row["memory.used"], row["utilization.gpu"]) for row in rows[-2:]] == [("39671", "3"), ("39427", "1")]
