@@ -58,14 +58,18 @@ class Binder:
     def _comm_reader(self, pid):
         return lambda tid: self.table.thread_comm(pid, tid)
 
+    def ruled_threads(self, pid):
+        """(tid, rule) of every thread of ``pid`` that a rule applies to."""
+        for tid in self.table.tids(pid):
+            rule = self.deciders[pid](tid)
+            if rule is not None:
+                yield tid, rule
+
     def scan(self):
         """Return the list of (pid, tid, rule, current) that need a change, updating self.threads."""
         todo = []
         for pid in sorted(self.matched):
-            for tid in self.table.tids(pid):
-                rule = self.deciders[pid](tid)
-                if rule is None:
-                    continue
+            for tid, rule in self.ruled_threads(pid):
                 current = get_affinity(tid)
                 if current is None:
                     continue
@@ -108,10 +112,7 @@ class Binder:
         """Re-read Cpus_allowed_list; returns the (pid, tid, rule, current) that did not converge."""
         wrong = []
         for pid in sorted(self.matched):
-            for tid in self.table.tids(pid):
-                rule = self.deciders[pid](tid)
-                if rule is None:
-                    continue
+            for tid, rule in self.ruled_threads(pid):
                 allowed = self.table.allowed_list(pid, tid)
                 if allowed is None:
                     continue

@@ -2,6 +2,8 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """A fake procfs for the affinity tests: processes laid out as the kernel shows them.
 
+``fake_kernel`` writes the kernel side (boot id, ``numa_balancing`` set to 1,
+``interrupts`` and ``irq/<n>/smp_affinity_list`` at ``0-3`` for its IRQs);
 ``fake_process`` writes ``<proc>/<pid>/{stat,comm,cmdline,cgroup,environ}`` and
 ``task/<pid>``, with field 22 of ``stat`` (start time) set to ``1000 + pid``.
 ``INTERRUPTS`` is a four-CPU ``/proc/interrupts`` in the kernel's layout (a
@@ -30,3 +32,20 @@ def fake_process(proc, pid, comm, ppid=1, cmdline=b"", cgroup="0::/\n", environ=
     (base / "cmdline").write_bytes(cmdline)
     (base / "cgroup").write_text(cgroup)
     (base / "environ").write_bytes(environ)
+
+
+def fake_kernel(proc):
+    """Write boot id ``boot-a``, ``numa_balancing`` 1 and the IRQs of INTERRUPTS under ``proc``; returns it."""
+    (proc / "sys/kernel/random").mkdir(parents=True)
+    (proc / "sys/kernel/random/boot_id").write_text("boot-a\n")
+    (proc / "sys/kernel/numa_balancing").write_text("1\n")
+    (proc / "interrupts").write_text(INTERRUPTS)
+    for irq in (24, 120, 121, 122):
+        (proc / "irq" / str(irq)).mkdir(parents=True)
+        (proc / "irq" / str(irq) / "smp_affinity_list").write_text("0-3\n")
+    return proc
+
+
+def irq_affinity(proc, irq):
+    """The stripped ``smp_affinity_list`` of ``irq`` under ``proc``."""
+    return (proc / "irq" / str(irq) / "smp_affinity_list").read_text().strip()

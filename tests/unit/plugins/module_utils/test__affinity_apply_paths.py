@@ -15,7 +15,7 @@ import sys
 import uuid
 
 import pytest
-from fake_procfs import INTERRUPTS
+from fake_procfs import fake_kernel, irq_affinity
 
 from ansible_collections.aihost.llm_cluster.plugins.module_utils import _irq
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._affinity_present import apply_present
@@ -44,19 +44,7 @@ def run_restored(args, **kwargs):
 
 @pytest.fixture
 def proc(tmp_path):
-    root = tmp_path / "proc"
-    (root / "sys/kernel/random").mkdir(parents=True)
-    (root / "sys/kernel/random/boot_id").write_text("boot-a\n")
-    (root / "sys/kernel/numa_balancing").write_text("1\n")
-    (root / "interrupts").write_text(INTERRUPTS)
-    for irq in (120, 121):
-        (root / "irq" / str(irq)).mkdir(parents=True)
-        (root / "irq" / str(irq) / "smp_affinity_list").write_text("0-3\n")
-    return root
-
-
-def affinity(proc, irq):
-    return (proc / "irq" / str(irq) / "smp_affinity_list").read_text().strip()
+    return fake_kernel(tmp_path / "proc")
 
 
 def state_entries(tmp_path):
@@ -72,7 +60,7 @@ def test_check_mode_plans_and_writes_nothing(proc, tmp_path):
                                    changed=True)]
     assert result["diff"]["after_header"] == "affinity (planned)"
     assert result["diff"]["after"] == "irq 120 (ITS-MSI 524288 Edge sq_send_trigger_irq): 1\nkernel.numa_balancing: 0\n"
-    assert affinity(proc, 120) == "0-3" and not (tmp_path / "state").exists()
+    assert irq_affinity(proc, 120) == "0-3" and not (tmp_path / "state").exists()
 
 
 def test_apply_records_then_restores(proc, tmp_path):
@@ -89,7 +77,7 @@ def test_apply_records_then_restores(proc, tmp_path):
     result = run_present(args, diff=True, move=move)
     assert result["changed"] is True and result["diff"]["after_header"] == "affinity (after)"
     assert moves == [str(config)] and config.read_text() == "IRQBALANCE_BANNED_CPULIST=0-1\n"
-    assert affinity(proc, 120) == "1"
+    assert irq_affinity(proc, 120) == "1"
     entries = state_entries(tmp_path)
     assert entries["irq:120"] == dict(irq=120, name="ITS-MSI 524288 Edge sq_send_trigger_irq", cpus=[0, 1, 2, 3],
                                       boot_id="boot-a")
@@ -99,7 +87,7 @@ def test_apply_records_then_restores(proc, tmp_path):
 
     restored = run_restored(dict(args, state="restored"), move=move)
     assert restored["changed"] is True and restored["skipped"] == []
-    assert affinity(proc, 120) == "0-3" and (proc / "sys/kernel/numa_balancing").read_text() == "1"
+    assert irq_affinity(proc, 120) == "0-3" and (proc / "sys/kernel/numa_balancing").read_text() == "1"
     assert not config.exists()
     assert state_entries(tmp_path) == {}
     assert run_restored(dict(args, state="restored"))["changed"] is False

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from fake_procfs import INTERRUPTS
+from fake_procfs import INTERRUPTS, fake_kernel
 
 from ansible_collections.aihost.llm_cluster.plugins.module_utils import _irq
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._change import ChangeError
@@ -15,14 +15,7 @@ from ansible_collections.aihost.llm_cluster.plugins.module_utils._change import 
 
 @pytest.fixture
 def proc(tmp_path):
-    root = tmp_path / "proc"
-    (root / "sys/kernel").mkdir(parents=True)
-    (root / "sys/kernel/numa_balancing").write_text("1\n")
-    (root / "interrupts").write_text(INTERRUPTS)
-    for irq in (24, 120, 121, 122):
-        (root / "irq" / str(irq)).mkdir(parents=True)
-        (root / "irq" / str(irq) / "smp_affinity_list").write_text("0-3\n")
-    return root
+    return fake_kernel(tmp_path / "proc")
 
 
 def test_parse_interrupts():

@@ -25,7 +25,7 @@ from ansible_collections.aihost.llm_cluster.plugins.module_utils import _irq
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._cpuset import format_cpulist
 from ansible_collections.aihost.llm_cluster.plugins.modules import affinity_apply
 from ansible_collections.aihost.llm_cluster.tests.unit.plugins.modules.utils import run_module
-from fake_procfs import INTERRUPTS
+from fake_procfs import fake_kernel, irq_affinity
 
 ALL_CPUS = sorted(os.sched_getaffinity(0))
 # Two CPUs this process may use (0 and 1 on a 2-CPU machine) and the text of all of them.
@@ -325,19 +325,7 @@ def test_bad_rules(rule, message, tmp_path):
 
 @pytest.fixture
 def fake_proc(tmp_path):
-    proc = tmp_path / "proc"
-    (proc / "sys/kernel/random").mkdir(parents=True)
-    (proc / "sys/kernel/random/boot_id").write_text("boot-a\n")
-    (proc / "sys/kernel/numa_balancing").write_text("1\n")
-    (proc / "interrupts").write_text(INTERRUPTS)
-    for irq in (24, 120, 121, 122):
-        (proc / "irq" / str(irq)).mkdir(parents=True)
-        (proc / "irq" / str(irq) / "smp_affinity_list").write_text("0-3\n")
-    return proc
-
-
-def irq_affinity(proc, irq):
-    return (proc / "irq" / str(irq) / "smp_affinity_list").read_text().strip()
+    return fake_kernel(tmp_path / "proc")
 
 
 def test_irqs_sysctl_and_irqbalance_round_trip(fake_proc, tmp_path):
