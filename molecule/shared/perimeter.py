@@ -85,6 +85,8 @@ def listener_audit(node, address, interface="eth0"):
 
 
 def audit_lines(name, rows):
-    return "\n".join("%s %s %s:%d %s %s %s" % (name, r["proto"], r["address"], r["port"], r["process"],
-                                              ",".join(r["units"]) or "-", "guarded" if r["guarded"] else "OPEN")
-                     for r in rows)
+    lines = []
+    for r in rows:
+        lines.append("%s %s %s:%d %s %s %s" % (name, r["proto"], r["address"], r["port"], r["process"],
+                                               ",".join(r["units"]) or "-", "guarded" if r["guarded"] else "OPEN"))
+    return "\n".join(lines)
