@@ -38,7 +38,7 @@ def npu_ip_plan_problems(plan, interfaces=None):
 
 
 def npu_ping_targets(plan, host, hosts=None, all_pairs=False):
-    """The ``ping`` list of ``npu_network_facts`` for ``host``: same-index peers (or all devices) on the other hosts."""
+    """The ``ping`` list of ``npu_network_info`` for ``host``: same-index peers (or all devices) on the other hosts."""
     return _call(plan_utils.ping_targets, plan, host, hosts=hosts, all_pairs=bool(all_pairs))
 
 

@@ -416,7 +416,7 @@ def ping_targets(plan, host, hosts=None, all_pairs=False):
 
     ``hosts`` limits the peers to the hosts of the play (default: every host
     of the plan). Returns ``[{'device', 'address', 'peer', 'peer_device'}]``,
-    the ``ping`` option of ``npu_network_facts``.
+    the ``ping`` option of ``npu_network_info``.
     """
     peers = [peer for peer in (hosts or plan["order"]) if peer != host and peer in plan["hosts"]]
     targets = []
@@ -448,7 +448,7 @@ def evaluate_gate(plan, results, settings=None):
     """The verdict of the NPU network checks over the cluster; every failure is collected.
 
     ``results``: ``{host: {'config': <npu_network result or None>, 'facts':
-    <npu_network_facts result or None>}}`` for the hosts of the play (or a
+    <npu_network_info result or None>}}`` for the hosts of the play (or a
     list of such dicts with a ``host`` key).
     ``settings``: ``enforce_tls`` (bool), ``tls`` (0/1), ``verify_only``
     (differences from the plan are failures; the plan was not applied),

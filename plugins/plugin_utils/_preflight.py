@@ -226,7 +226,7 @@ def _check_python(host, node, head):
 def evaluate(nodes, settings):
     """Return {ok, failures, hosts: {name: {checks, failures, summary}}} for the probed ``nodes``.
 
-    Each node: {host, is_head, accelerators (accelerator_facts), facts (preflight_facts),
+    Each node: {host, is_head, accelerators (accelerator_facts), facts (preflight_info),
     probe (tcp_probe result or None)}.
     """
     if not nodes:

@@ -1,6 +1,6 @@
 # Copyright (c) 2026 aihost.llm_cluster contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""npu_network and npu_network_facts with ``run_command`` patched.
+"""npu_network and npu_network_info with ``run_command`` patched.
 
 ``Hccn`` below answers like hccn_tool does (vendor-tools section 2: the
 query lines, ``Cmd executed successfully!``, errors on stderr with the
@@ -21,7 +21,7 @@ import pytest
 from ansible.module_utils import basic
 
 from ansible_collections.aihost.llm_cluster.plugins.module_utils import _hccn as hccn
-from ansible_collections.aihost.llm_cluster.plugins.modules import npu_network, npu_network_facts
+from ansible_collections.aihost.llm_cluster.plugins.modules import npu_network, npu_network_info
 from ansible_collections.aihost.llm_cluster.tests.unit.plugins.modules.utils import (
     AnsibleExitJson,
     AnsibleFailJson,
@@ -402,13 +402,13 @@ def test_commands_run_with_the_c_locale(tmp_path, tool_path, fake):
     assert seen["module"].run_command_environ_update["LC_ALL"] == "C"
 
 
-# ------------------------------------------------------------ npu_network_facts
+# ------------------------------------------------------------ npu_network_info
 
 def test_facts_read_every_device_and_ping_in_parallel(tool_path, fake):
     fake.devices[0].update(address="10.10.1.1", netmask=MASK, netdetect="10.10.0.1", tls=0)
     fake.devices[1].update(link="DOWN", netdetect="10.10.0.1")
     fake.peers["10.10.2.1"] = True
-    result = run(npu_network_facts, dict(devices=[0, 1, 0], hccn_tool=tool_path, parallel=4, ping=[
+    result = run(npu_network_info, dict(devices=[0, 1, 0], hccn_tool=tool_path, parallel=4, ping=[
         dict(device=0, address="10.10.2.1", peer="worker1", peer_device=0),
         dict(device=0, address="10.10.3.1"),
         dict(device=1, address="10.10.2.2", peer="worker1", peer_device=1),
@@ -434,7 +434,7 @@ def test_facts_report_query_errors_per_device(tool_path, fake):
     fake.overrides[(1, "tls", "-g")] = (22, "", "Execute failed: Link status is down.\n")
     fake.overrides[(1, "link", "-g")] = (0, "garbage\n", "")
     fake.overrides[(0, "ping", "-g")] = (1, "", "")
-    result = run(npu_network_facts, dict(devices=[0, 1, 5], hccn_tool=tool_path,
+    result = run(npu_network_info, dict(devices=[0, 1, 5], hccn_tool=tool_path,
                                          ping=[dict(device=0, address="10.10.2.1")]), fake)
     assert result["devices"][0]["errors"] == []
     assert result["devices"][1]["errors"] == [
@@ -448,7 +448,7 @@ def test_facts_thread_exceptions_become_errors(tool_path):
     def boom(argv, **kwargs):
         raise OSError("cannot fork")
 
-    result = run(npu_network_facts, dict(devices=[0], hccn_tool=tool_path, ping=[dict(device=0, address="10.0.0.1")]),
+    result = run(npu_network_info, dict(devices=[0], hccn_tool=tool_path, ping=[dict(device=0, address="10.0.0.1")]),
                  boom)
     assert result["devices"][0]["errors"][0] == "-link -g failed (rc=255): cannot fork"
     assert result["pings"][0]["error"] == "cannot fork"

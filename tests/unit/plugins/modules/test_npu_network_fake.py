@@ -1,6 +1,6 @@
 # Copyright (c) 2026 aihost.llm_cluster contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""npu_network and npu_network_facts end to end against the fake hccn_tool of tests/fakes.
+"""npu_network and npu_network_info end to end against the fake hccn_tool of tests/fakes.
 
 The modules run in-process and call tests/fakes/bin/hccn_tool as a real
 subprocess; each fake node has its own state file and hccn.conf under
@@ -22,7 +22,7 @@ import pytest
 from ansible.module_utils import basic
 
 from ansible_collections.aihost.llm_cluster.plugins.module_utils import _hccn as hccn
-from ansible_collections.aihost.llm_cluster.plugins.modules import npu_network, npu_network_facts
+from ansible_collections.aihost.llm_cluster.plugins.modules import npu_network, npu_network_info
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _npu_ip_plan as plan_utils
 from ansible_collections.aihost.llm_cluster.tests.unit.plugins.modules.utils import (
     AnsibleExitJson,
@@ -161,7 +161,7 @@ def test_mesh_between_fake_nodes_and_its_faults(cluster):
             assert config["changed"] is False and set_calls(calls) == []
             results[name] = {"config": config}
         for name, node in nodes.items():
-            facts, calls = run(npu_network_facts, node, dict(devices=[0], ping=plan_utils.ping_targets(plan, name)))
+            facts, calls = run(npu_network_info, node, dict(devices=[0], ping=plan_utils.ping_targets(plan, name)))
             assert set_calls(calls) == []
             results[name]["facts"] = facts
         return plan_utils.evaluate_gate(plan, results, settings)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
-module: npu_network_facts
+module: npu_network_info
 short_description: Read the RoCE link, health, TLS switch and addresses of Ascend NPUs and ping peers from each device
 version_added: 0.1.0
 description:
@@ -77,7 +77,7 @@ author:
 
 EXAMPLES = r"""
 - name: Read the NPU network of this host and ping the same-index device of a peer
-  aihost.llm_cluster.npu_network_facts:
+  aihost.llm_cluster.npu_network_info:
     devices: [0, 1]
     ping:
       - device: 0

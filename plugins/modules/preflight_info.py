@@ -9,7 +9,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
-module: preflight_facts
+module: preflight_info
 short_description: Read what the preflight gates need from a node, changing nothing
 version_added: 0.1.0
 description:
@@ -56,7 +56,7 @@ author:
 
 EXAMPLES = r"""
 - name: Read the node's preflight facts
-  aihost.llm_cluster.preflight_facts:
+  aihost.llm_cluster.preflight_info:
     model_path: /data/models/DeepSeek-R1
     interface: enp67s0f0np0
     ports: [6379, 8000, 12570]
