@@ -62,15 +62,12 @@ attributes:
   check_mode:
     description: Runs the same queries and pings in check mode; they change nothing.
     support: full
-  diff_mode:
-    description: Returns no diff; it changes nothing.
-    support: none
   platform:
     description: Linux hosts with the Ascend NPU driver and C(hccn_tool).
-    support: full
-    platforms: posix
 seealso:
   - module: aihost.llm_cluster.npu_network
+extends_documentation_fragment:
+  - aihost.llm_cluster.attributes
 author:
   - aihost.llm_cluster contributors (@aihost)
 """

@@ -51,16 +51,10 @@ options:
         C(RAY_AUTH_TOKEN_PATH) pointing at it; the token itself never reaches an argument or the environment.
     type: path
 attributes:
-  check_mode:
-    description: Can run in check mode and return the same result.
-    support: full
-  diff_mode:
-    description: Returns no diff; it changes nothing.
-    support: none
   platform:
     description: Linux hosts with Ray installed in a venv.
-    support: full
-    platforms: posix
+extends_documentation_fragment:
+  - aihost.llm_cluster.attributes
 author:
   - aihost.llm_cluster contributors (@aihost)
 """

@@ -48,16 +48,10 @@ options:
     type: int
     default: 0
 attributes:
-  check_mode:
-    description: Can run in check mode and return the same result.
-    support: full
-  diff_mode:
-    description: Returns no diff; it changes nothing.
-    support: none
   platform:
     description: Linux hosts with systemd.
-    support: full
-    platforms: posix
+extends_documentation_fragment:
+  - aihost.llm_cluster.attributes
 author:
   - aihost.llm_cluster contributors (@aihost)
 """

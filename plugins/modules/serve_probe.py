@@ -88,13 +88,10 @@ attributes:
   check_mode:
     description: Can run in check mode and return the same result; the probe changes nothing.
     support: full
-  diff_mode:
-    description: Returns no diff; it changes nothing.
-    support: none
   platform:
     description: Any host that reaches the endpoint.
-    support: full
-    platforms: posix
+extends_documentation_fragment:
+  - aihost.llm_cluster.attributes
 author:
   - aihost.llm_cluster contributors (@aihost)
 """

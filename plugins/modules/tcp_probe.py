@@ -47,17 +47,8 @@ options:
     description: Seconds each connection attempt may take.
     type: float
     default: 3.0
-attributes:
-  check_mode:
-    description: Can run in check mode and return the same result.
-    support: full
-  diff_mode:
-    description: Returns no diff; it changes nothing.
-    support: none
-  platform:
-    description: Runs on POSIX hosts (Linux).
-    support: full
-    platforms: posix
+extends_documentation_fragment:
+  - aihost.llm_cluster.attributes
 author:
   - aihost.llm_cluster contributors (@aihost)
 """

@@ -99,21 +99,13 @@ options:
     type: raw
     default: false
 attributes:
-  check_mode:
-    description: Can run in check mode and return the same result.
-    support: full
-  diff_mode:
-    description: Returns no diff; it changes nothing.
-    support: none
-  platform:
-    description: Runs on POSIX hosts (Linux).
-    support: full
-    platforms: posix
   action:
     description: Implemented as an action plugin that runs on the controller.
     support: full
 notes:
   - This module is implemented as an action plugin; it runs on the controller.
+extends_documentation_fragment:
+  - aihost.llm_cluster.attributes
 author:
   - aihost.llm_cluster contributors (@aihost)
 """

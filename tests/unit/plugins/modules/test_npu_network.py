@@ -435,7 +435,7 @@ def test_facts_report_query_errors_per_device(tool_path, fake):
     fake.overrides[(1, "link", "-g")] = (0, "garbage\n", "")
     fake.overrides[(0, "ping", "-g")] = (1, "", "")
     result = run(npu_network_info, dict(devices=[0, 1, 5], hccn_tool=tool_path,
-                                         ping=[dict(device=0, address="10.10.2.1")]), fake)
+                                        ping=[dict(device=0, address="10.10.2.1")]), fake)
     assert result["devices"][0]["errors"] == []
     assert result["devices"][1]["errors"] == [
         "hccn_tool -link -g: no 'link status:' line in 'garbage\\n'",
