@@ -1,0 +1,134 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""preflight_info: meminfo, the model directory, the cluster interface and port owners.
+
+The interface and port tests run the module against this machine's own loopback interface and sockets
+(real ``ip -j`` and ``/proc``); the failure paths of ``ip`` use its real messages.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from unittest.mock import MagicMock
+
+import pytest
+
+from ansible_collections.aihost.llm_cluster.plugins.modules import preflight_info
+from ansible_collections.aihost.llm_cluster.tests.unit.plugins.modules.utils import run_module
+
+# The head of /proc/meminfo in the layout of the kernel's Documentation/filesystems/proc.rst.
+MEMINFO = """MemTotal:       16344972 kB
+MemFree:        13634064 kB
+MemAvailable:   14836172 kB
+Buffers:            3656 kB
+Cached:          1195708 kB
+HugePages_Total:       0
+Hugepagesize:       2048 kB
+"""
+
+
+def write(path, text):
+    path.write_text(text)
+    return str(path)
+
+
+def test_meminfo_reads_total_and_available_in_bytes(tmp_path):
+    memory = preflight_info.read_meminfo(write(tmp_path / "meminfo", MEMINFO))
+    assert memory == {"total": 16344972 * 1024, "available": 14836172 * 1024}
+
+
+def test_meminfo_without_memavailable_falls_back_to_memfree(tmp_path):
+    # Kernels before 3.14 have no MemAvailable line.
+    old = "".join(line + "\n" for line in MEMINFO.splitlines() if not line.startswith("MemAvailable"))
+    assert preflight_info.read_meminfo(write(tmp_path / "meminfo", old))["available"] == 13634064 * 1024
+
+
+def test_model_directory_files_size_and_free_space(tmp_path):
+    model = tmp_path / "DeepSeek-R1"
+    (model / "shards").mkdir(parents=True)
+    (model / "config.json").write_bytes(b"{}")
+    (model / "shards" / "model-00001.safetensors").write_bytes(b"\0" * 4096)
+    facts = preflight_info.model_facts(str(model))
+    assert facts["exists"] is True and facts["files"] == 2 and facts["size"] == 4098
+    assert facts["disk_path"] == str(model) and facts["disk_free"] > 0
+
+
+def test_missing_model_directory_measures_the_nearest_existing_parent(tmp_path):
+    facts = preflight_info.model_facts(str(tmp_path / "models" / "not-yet"))
+    assert facts["exists"] is False and facts["files"] == 0 and facts["size"] == 0
+    assert facts["disk_path"] == str(tmp_path) and facts["disk_free"] > 0
+
+
+def test_no_model_path_measures_nothing():
+    assert preflight_info.model_facts("") == {"path": "", "exists": False, "files": 0, "size": 0,
+                                              "disk_path": None, "disk_free": None}
+
+
+@pytest.fixture
+def held_port():
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    yield sock.getsockname()[1]
+    sock.close()
+
+
+def free_port():
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+def test_auto_interface_is_the_one_routing_to_the_head_and_ports_name_their_owners(held_port):
+    free = free_port()
+    result = run_module(preflight_info.main, dict(interface="auto", head_address="127.0.0.1", ports=[held_port, free]),
+                        check_mode=True)
+    assert result["changed"] is False
+    iface = result["interface"]
+    assert iface["requested"] == "auto" and iface["name"] == "lo" and iface["error"] is None
+    assert iface["exists"] is True and iface["up"] is True
+    assert iface["address"] == "127.0.0.1" and "127.0.0.1" in iface["ipv4"]
+    assert "lo" not in iface["available"]
+    held, unused = result["ports"]
+    assert held["port"] == held_port and held["free"] is False
+    assert os.getpid() in [owner["pid"] for owner in held["owners"]]
+    assert unused == {"port": free, "free": True, "owners": []}
+    assert result["kernel"] == os.uname().release
+    assert result["memory"]["total"] >= result["memory"]["available"] > 0
+
+
+def test_an_interface_that_does_not_exist_is_reported_not_fatal():
+    result = run_module(preflight_info.main, dict(interface="llmc-none0"))
+    iface = result["interface"]
+    assert iface["name"] == "llmc-none0" and iface["exists"] is False and iface["up"] is False
+    assert iface["address"] is None and 'Device "llmc-none0" does not exist.' in iface["error"]
+
+
+def ip_module(route):
+    """A module whose ``ip -j route get`` answers ``route`` (rc, stdout, stderr)."""
+    module = MagicMock()
+    module.get_bin_path.return_value = "/usr/sbin/ip"
+    module.run_command.return_value = route
+    return module
+
+
+def test_no_route_to_the_head_is_an_error_naming_the_head():
+    # iproute2's answer when no route leads to the address.
+    module = ip_module((2, "", "RTNETLINK answers: Network is unreachable\n"))
+    facts = preflight_info.interface_facts(module, "auto", "10.20.0.1")
+    assert facts["name"] is None and facts["exists"] is False
+    assert facts["error"] == "no route to 10.20.0.1 (RTNETLINK answers: Network is unreachable)"
+    argv = module.run_command.call_args[0][0]
+    assert argv == ["/usr/sbin/ip", "-j", "route", "get", "10.20.0.1"]
+    assert module.run_command.call_args[1]["environ_update"] == {"LANGUAGE": "C", "LC_ALL": "C"}
+
+
+def test_without_a_head_the_default_route_decides_and_its_absence_is_reported():
+    # `ip -j route show default` with no default route prints an empty list.
+    module = ip_module((0, "[]\n", ""))
+    facts = preflight_info.interface_facts(module, "", "")
+    assert module.run_command.call_args[0][0] == ["/usr/sbin/ip", "-j", "route", "show", "default"]
+    assert facts["error"] == "no route by default (empty)"
