@@ -32,7 +32,8 @@ Subcommands:
 Options:
   -i, --inventory PATH   inventory (an llm_solution config.yaml works as is)
   -t, --tags TAGS        only these parts: prepare, npu_network, binding, ray,
-                         model, serve, verify (comma separated)
+                         model, serve (comma separated); status: prepare, ray,
+                         serve, verify (verify = every report)
       --skip-tags TAGS   skip these parts
   -l, --limit HOSTS      limit to these hosts
   -C, --check            dry run: change nothing, report what would change
