@@ -18,13 +18,14 @@ It gives up with exit status 1 and one line on stdout, which the daemon shows to
 
 The request comes from rsync's environment: RSYNC_MODULE_PATH, and RSYNC_ARG0.. where the arguments after
 ``.`` are the requested paths relative to the module (rsyncd.conf(5), "pre-xfer exec").
+
+It runs once per connection, so it starts light (the role runs it with ``python3 -S -I``): a file that is
+already complete passes with no more than ``os``, ``select``, ``sys`` and ``time`` loaded; ``ctypes`` only
+loads when it has to wait.
 """
 
 from __future__ import annotations
 
-import argparse
-import ctypes
-import ctypes.util
 import os
 import select
 import sys
@@ -67,6 +68,8 @@ class Watch(object):
         self.fd = -1
         self.complete = True
         try:
+            import ctypes
+            import ctypes.util
             libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
             fd = libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
         except (OSError, AttributeError):
@@ -98,6 +101,8 @@ def hold(root, paths, seconds, out):
     """Return 0 once every path is complete under root, 1 (after one line on out) on the marker or after seconds."""
     files = [full for full in (local_path(root, path) for path in paths) if full]
     marker = os.path.join(root, MARKER)
+    if all(os.path.exists(full) for full in files):
+        return 0
     deadline = time.time() + seconds
     watch = Watch([root] + [os.path.dirname(full) for full in files])
     try:
@@ -123,15 +128,21 @@ def hold(root, paths, seconds, out):
 
 
 def main(argv=None, environ=None, out=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
-    parser.add_argument("--slice", type=float, default=300.0, help="longest hold of one request, in seconds")
-    options = parser.parse_args(argv)
+    """Usage: sender_wait.py [--slice SECONDS] (the longest hold of one request, 300 s by default)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--slice"] and len(argv) == 2:
+        limit = float(argv[1])
+    elif argv:
+        sys.stderr.write("usage: sender_wait.py [--slice SECONDS]\n")
+        return 2
+    else:
+        limit = 300.0
     environ = os.environ if environ is None else environ
     root = environ.get("RSYNC_MODULE_PATH", "")
     paths, timeout = request(environ)
     if not root or not paths:
         return 0
-    seconds = min(options.slice, timeout / 2.0) if timeout else options.slice
+    seconds = min(limit, timeout / 2.0) if timeout else limit
     return hold(os.path.normpath(root), paths, max(seconds, 1.0), out or sys.stdout)
 
 

@@ -147,7 +147,7 @@ def chain_vars(sender_receives, interpreter="/opt/py 3/bin/python3"):
 
 def test_rsyncd_conf_holds_requests_only_at_a_sender_that_is_receiving():
     text = render("model_distribution", "rsyncd.conf.j2", **chain_vars(True))
-    assert "    pre-xfer exec = '/opt/py 3/bin/python3' '/run/llm cluster/sender_wait.py'\n" in text
+    assert "    pre-xfer exec = '/opt/py 3/bin/python3' -S -I '/run/llm cluster/sender_wait.py'\n" in text
     # The first node of the chain (the source) has a verified copy: nothing to hold.
     assert "pre-xfer exec" not in render("model_distribution", "rsyncd.conf.j2", **chain_vars(False))
     with pytest.raises(AnsibleFilterError, match="one_line"):

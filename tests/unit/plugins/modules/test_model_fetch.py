@@ -71,7 +71,7 @@ def daemon(tmp_path):
 @pytest.fixture()
 def holding_daemon(tmp_path):
     """A daemon whose pre-xfer exec is the role's hook, holding a request for at most 2 s per try."""
-    proc, info = start_daemon(tmp_path, "%s %s --slice 2" % (sys.executable, HOOK))
+    proc, info = start_daemon(tmp_path, "%s -S -I %s --slice 2" % (sys.executable, HOOK))
     yield info
     proc.terminate()
     proc.wait()
