@@ -98,7 +98,7 @@ notes:
   - Older drivers print nothing for C(-ip -g) on a device without an address, newer ones fail with exit status 13; both
     mean "no address".
 seealso:
-  - module: aihost.llm_cluster.npu_network_facts
+  - module: aihost.llm_cluster.npu_network_info
 author:
   - aihost.llm_cluster contributors (@aihost)
 """
