@@ -223,8 +223,9 @@ def test_ray_refuses_a_member_without_the_token(nodes, addresses):
     # A driver tries the GCS about once a second for 20 s by default, and Ray's client retries a refused
     # login three times, sleeping 5, 10 and 15 s in between; two tries and one second are enough to see
     # the refusal.
-    run = ("timeout 150 env RAY_gcs_server_port_wait_time_s=2 RAY_CLIENT_INITIAL_CONNECTION_TIMEOUT_S=1 "
-           "RAY_CLIENT_MAX_CONNECTION_TIMEOUT_S=1 %s %s - %s <<'EOF'\n%s\nEOF")
+    # env's options (-u) come before its assignments.
+    run = ("timeout 150 env %s RAY_gcs_server_port_wait_time_s=2 RAY_CLIENT_INITIAL_CONNECTION_TIMEOUT_S=1 "
+           "RAY_CLIENT_MAX_CONNECTION_TIMEOUT_S=1 %s - %s <<'EOF'\n%s\nEOF")
     for env in ("-u RAY_AUTH_MODE -u RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/root/wrong-token"):
         out = worker.run(run % (env, PY, gcs, CONNECT))
         assert out.rc == 1 and "ALIVE" not in out.stdout, out.stdout[-1000:]
