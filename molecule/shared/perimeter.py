@@ -2,7 +2,7 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """The perimeter checks the Molecule scenarios share: a non-member's TCP scan and the listener audit.
 
-Imported by molecule/<scenario>/tests/test_*.py (they put this directory on sys.path). Nothing here
+Loaded by molecule/<scenario>/tests/test_*.py with importlib from its path. Nothing here
 asserts; the tests do.
 """
 
