@@ -33,9 +33,11 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-lock.txt
 	$(VENV)/bin/pip install --quiet -r requirements-dev.txt -c requirements-lock.txt
 	touch $@
 
-collection:
+# Also links Mitogen's Ansible plugins where .config/molecule/config.yml finds them.
+collection: venv
 	mkdir -p $(dir $(COLLECTION_LINK))
 	ln -sfn ../../../.. $(COLLECTION_LINK)
+	ln -sfn "$$($(PY) -c 'import ansible_mitogen, os; print(os.path.dirname(ansible_mitogen.__file__))')" $(ROOT)/.cache/ansible_mitogen
 
 image:
 	bash images/build-base-image.sh

@@ -128,10 +128,10 @@ def controller_cpu_seconds():
     return usage.ru_utime + usage.ru_stime
 
 
-def write_inventory(path, count, build_dir):
+def write_inventory(path, count, build_dir, connection="community.docker.docker"):
     hosts = names(count)
     lines = ["all:", "  vars:"]
-    variables = dict(GROUP_VARS, node_num=count, llm_cluster_fake_build_dir=build_dir)
+    variables = dict(GROUP_VARS, node_num=count, llm_cluster_fake_build_dir=build_dir, ansible_connection=connection)
     lines += ["    %s: %s" % (key, json.dumps(value)) for key, value in variables.items()]
     lines += ["  children:", "    masters:", "      hosts:", "        %s: {}" % hosts[0], "    workers:", "      hosts:"]
     lines += ["        %s: {}" % host for host in hosts[1:]]
@@ -207,17 +207,28 @@ def bench_nodes(count, args, out, env, rows):
         docker("exec", names(count)[0], "sh", "-c", MAKE_MODEL)
         deploy = ["--skip-tags", args.skip_tags] if args.skip_tags else []
         first = None
-        for run, extra in (("first", []), ("second", []), ("check", ["--check", "--diff"])):
-            tag = "n%d-%s" % (count, run)
+        # The second run once per transport and trial, the transports taking turns, so that the load touches
+        # them alike; then check mode.
+        runs = [("first", "first", "docker", [])]
+        for trial in range(args.trials):
+            for transport in args.transports:
+                tag = "second" if args.transports == ["docker"] and args.trials == 1 else "second-%s-%d" % (transport, trial + 1)
+                runs.append(("second", tag, transport, []))
+        runs.append(("check", "check", "docker", ["--check", "--diff"]))
+        for run, name, transport, extra in runs:
+            tag = "n%d-%s" % (count, name)
+            connection, run_env = transport_options(transport, env)
+            run_inventory = os.path.join(work, "hosts-%s.yml" % transport)
+            write_inventory(run_inventory, count, os.path.join(work, "fakes"), connection)
             cpu_nodes, cpu_controller = node_cpu_seconds(count), controller_cpu_seconds()
-            seconds, text = playbook("playbooks/deploy.yml", inventory, env, deploy + extra, work, tag)
+            seconds, text = playbook("playbooks/deploy.yml", run_inventory, run_env, deploy + extra, work, tag)
             cpu_nodes, cpu_controller = node_cpu_seconds(count) - cpu_nodes, controller_cpu_seconds() - cpu_controller
             tasks = profile(text)
             with open(os.path.join(out, tag + ".profile.txt"), "w") as handle:
                 handle.write("".join("%8.2f  %s\n" % (sec, name) for name, sec in sorted(tasks, key=lambda t: -t[1])))
             hosts = recap(text)
             first = seconds if run == "first" else first
-            row = {"nodes": count, "run": run, "seconds": seconds, "share_of_first": round(seconds / first, 3),
+            row = {"nodes": count, "run": run, "tag": tag, "connection": connection, "seconds": seconds, "share_of_first": round(seconds / first, 3),
                    "changed": sum(host["changed"] for host in hosts.values()), "recap": hosts,
                    "cpu_nodes_s": round(cpu_nodes, 1), "cpu_controller_s": round(cpu_controller, 1),
                    "roles": by_role(tasks), "tasks_total_s": round(sum(task[1] for task in tasks), 2),
@@ -230,6 +241,24 @@ def bench_nodes(count, args, out, env, rows):
         shutil.rmtree(fabric, ignore_errors=True)
 
 
+def transport_options(transport, env):
+    """The extra arguments and the environment of a run over one transport.
+
+    docker: the Docker CLI, one ``docker exec`` process per module (Molecule's default). docker_api: the same
+    exec through the Engine API, no CLI process. mitogen: Mitogen's strategy, one Python per node kept for the
+    whole run (its ``docker`` method, which still starts it with the Docker CLI).
+    """
+    if transport == "docker":
+        return "community.docker.docker", env
+    if transport == "docker_api":
+        return "community.docker.docker_api", env
+    if transport == "mitogen":
+        import ansible_mitogen  # pylint: disable=import-outside-toplevel
+        plugins = os.path.join(os.path.dirname(ansible_mitogen.__file__), "plugins", "strategy")
+        return "docker", dict(env, ANSIBLE_STRATEGY_PLUGINS=plugins, ANSIBLE_STRATEGY="mitogen_linear")
+    raise SystemExit("unknown transport %r" % transport)
+
+
 def summary(rows):
     first = {row["nodes"]: row["seconds"] for row in rows if row["run"] == "first"}
     base = min(first) if first else None
@@ -237,7 +266,8 @@ def summary(rows):
     if base:
         result["ratio_to_%d" % base] = {str(count): round(seconds / first[base], 3) for count, seconds in first.items()}
     for run in ("second", "check"):
-        result[run + "_share"] = {str(row["nodes"]): row["share_of_first"] for row in rows if row["run"] == run}
+        result[run + "_share"] = {("%d %s" % (row["nodes"], row["tag"]) if row["tag"] != "n%d-%s" % (row["nodes"], run)
+                                   else str(row["nodes"])): row["share_of_first"] for row in rows if row["run"] == run}
     return result
 
 
@@ -246,6 +276,9 @@ def main():
     parser.add_argument("--nodes", type=int, nargs="+", default=[3, 5, 8])
     parser.add_argument("--memory", default="2560m", help="memory limit of each container")
     parser.add_argument("--skip-tags", default="serve", help="deploy.yml tags not run (default: the engine)")
+    parser.add_argument("--transports", nargs="+", default=["docker"], choices=["docker", "docker_api", "mitogen"],
+                        help="connections the second run is timed over (mitogen: the package importable)")
+    parser.add_argument("--trials", type=int, default=1, help="second runs per transport")
     parser.add_argument("--out", default=os.path.join(ROOT, ".cache", "bench", "deploy-scale"))
     args = parser.parse_args()
     if any(count < 2 for count in args.nodes):
