@@ -210,11 +210,12 @@ def bench_nodes(count, args, out, env, rows):
         # The second run once per transport and trial, the transports taking turns, so that the load touches
         # them alike; then check mode.
         runs = [("first", "first", "docker", [])]
-        for trial in range(args.trials):
+        for trial in range(args.trials if "second" in args.runs else 0):
             for transport in args.transports:
                 tag = "second" if args.transports == ["docker"] and args.trials == 1 else "second-%s-%d" % (transport, trial + 1)
                 runs.append(("second", tag, transport, []))
-        runs.append(("check", "check", "docker", ["--check", "--diff"]))
+        if "check" in args.runs:
+            runs.append(("check", "check", "docker", ["--check", "--diff"]))
         for run, name, transport, extra in runs:
             tag = "n%d-%s" % (count, name)
             connection, run_env = transport_options(transport, env)
@@ -279,6 +280,8 @@ def main():
     parser.add_argument("--transports", nargs="+", default=["docker"], choices=["docker", "docker_api", "mitogen"],
                         help="connections the second run is timed over (mitogen: the package importable)")
     parser.add_argument("--trials", type=int, default=1, help="second runs per transport")
+    parser.add_argument("--runs", nargs="+", default=["first", "second", "check"], choices=["first", "second", "check"],
+                        help="which runs to time (the first always runs: the others need a converged cluster)")
     parser.add_argument("--out", default=os.path.join(ROOT, ".cache", "bench", "deploy-scale"))
     args = parser.parse_args()
     if any(count < 2 for count in args.nodes):

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Runs the stages of `make test` (lint, sanity, unit, integration, one per
-# Molecule scenario, the demo from a fresh clone) in lanes, and ends with a
-# Markdown table of each stage's wall time, its budget and result. Exits
+# Molecule scenario, the demo from a fresh clone), two at a time, and ends with
+# a Markdown table of each stage's start, wall time, budget and result. Exits
 # non-zero when a stage failed; later stages still run, so one run shows every
 # failure.
 #
 # tests/bench/stage-budgets.txt gives each stage its budget (seconds on the
-# 2-core build machine) and its lane. The lanes run side by side, each stage of
-# a lane after the one before: much of a scenario's time is spent waiting (for
-# systemd, Ray, an engine, shaped links), so two lanes keep both cores busy.
-# Scenarios whose containers share names (master1, duo1, ...) must be in one
-# lane. A stage not in the file runs in lane a, without a budget. Each stage's
-# output is printed in one piece when it ends. LLM_CLUSTER_TEST_LANES=1 runs
-# every stage in one lane, in the file's order; LLM_CLUSTER_TEST_STAGES="a b"
-# runs only those stages.
+# 2-core build machine) and the container names it creates. Two slots run side
+# by side; whenever one is free it takes the first stage of the file's order
+# whose names no running stage uses (default and faults both make master1,
+# faults and profiles both make duo1). The file lists the longest stages first,
+# so that the short ones fill in at the end. A stage not in the file runs last,
+# without a budget. Each stage's output is printed in one piece when it ends.
+# LLM_CLUSTER_TEST_SLOTS=1 (or LLM_CLUSTER_TEST_LANES=1) runs the stages one
+# after another, in the file's order; LLM_CLUSTER_TEST_STAGES="a b" runs only
+# those stages.
 # A stage over its budget is marked in the table (a bug to fix, not a failure
 # here: the machines are shared and noisy). `make test` calls this script;
 # docs/benchmarks.md records its table.
@@ -28,12 +29,12 @@ all+=(demo-check)
 if [ -n "${LLM_CLUSTER_TEST_STAGES:-}" ]; then
   read -r -a all <<< "$LLM_CLUSTER_TEST_STAGES"
 fi
-declare -A budget=() lane_of=()
+declare -A budget=() names_of=()
 ordered=()
-while read -r stage seconds lane; do
+while read -r stage seconds names; do
   [[ -z "$stage" || "$stage" == \#* ]] && continue
   budget[$stage]=$seconds
-  lane_of[$stage]=${lane:-a}
+  names_of[$stage]=${names:--}
   ordered+=("$stage")
 done < tests/bench/stage-budgets.txt
 # The stages to run, in the file's order, then any the file does not name.
@@ -46,6 +47,8 @@ done
 for stage in "${all[@]}"; do
   [ -n "${wanted[$stage]:-}" ] && stages+=("$stage")
 done
+slots=${LLM_CLUSTER_TEST_SLOTS:-2}
+[ "${LLM_CLUSTER_TEST_LANES:-}" = 1 ] && slots=1
 
 logs="$(mktemp -d "${TMPDIR:-/tmp}/llm_cluster-stages.XXXXXX")"
 trap 'rm -rf "$logs"' EXIT
@@ -58,33 +61,48 @@ run_stage() {
   echo "$seconds $result" > "$logs/$stage.result"
   {
     flock 9
-    echo "== stage $stage (lane ${lane_of[$stage]:-a}): $result in ${seconds}s"
+    echo "== stage $stage (started at ${started[$stage]}s): $result in ${seconds}s"
     cat "$logs/$stage.log"
     echo "== end of stage $stage"
   } 9> "$logs/.print"
 }
 
-run_lane() {
-  local stage
-  for stage in "$@"; do run_stage "$stage"; done
+# True when a running stage makes a container name this one makes too.
+collides() {
+  local stage=$1 other name mine
+  [ "${names_of[$stage]:--}" = - ] && return 1
+  IFS=, read -r -a mine <<< "${names_of[$stage]}"
+  for other in "${!running[@]}"; do
+    for name in "${mine[@]}"; do
+      [[ ",${names_of[${running[$other]}]:-}," == *",$name,"* ]] && return 0
+    done
+  done
+  return 1
 }
 
 t0=$(date +%s)
-if [ "${LLM_CLUSTER_TEST_LANES:-2}" = 1 ]; then
-  run_lane "${stages[@]}"
-else
-  declare -A lanes=()
-  for stage in "${stages[@]}"; do
-    lane=${lane_of[$stage]:-a}
-    lanes[$lane]+="$stage "
+declare -A running=() started=()
+pending=("${stages[@]}")
+echo "== stages, $slots at a time: ${pending[*]}"
+while [ ${#pending[@]} -gt 0 ] || [ ${#running[@]} -gt 0 ]; do
+  # Fill every free slot with the first pending stage that collides with nothing running.
+  while [ ${#running[@]} -lt "$slots" ]; do
+    pick=""
+    for index in "${!pending[@]}"; do
+      if ! collides "${pending[$index]}"; then pick=$index; break; fi
+    done
+    [ -z "$pick" ] && break
+    stage=${pending[$pick]}
+    unset "pending[$pick]"
+    pending=("${pending[@]}")
+    started[$stage]=$(( $(date +%s) - t0 ))
+    run_stage "$stage" &
+    running[$!]=$stage
   done
-  for lane in "${!lanes[@]}"; do
-    read -r -a members <<< "${lanes[$lane]}"
-    echo "== lane $lane: ${members[*]}"
-    run_lane "${members[@]}" &
-  done
-  wait
-fi
+  [ ${#running[@]} -eq 0 ] && break
+  wait -n -p done_pid "${!running[@]}"
+  unset "running[$done_pid]"
+done
 wall=$(( $(date +%s) - t0 ))
 
 rows=()
@@ -105,10 +123,10 @@ for stage in "${stages[@]}"; do
     total_budget=$((total_budget + limit))
     [ "$seconds" -gt "$limit" ] && note=" (over budget)"
   fi
-  rows+=("| $stage | ${lane_of[$stage]:-a} | $seconds | $limit | $result$note |")
+  rows+=("| $stage | ${started[$stage]:-} | $seconds | $limit | $result$note |")
 done
 echo
-echo "| stage | lane | seconds | budget | result |"
+echo "| stage | started at (s) | seconds | budget | result |"
 echo "|---|---|---:|---:|---|"
 printf '%s\n' "${rows[@]}"
 echo "| **sum of stages** | | $sum | $total_budget | |"
