@@ -59,9 +59,12 @@ t0=$(date +%s.%N)
 verbose first ./deploy.sh demo || fail "./deploy.sh demo exited non-zero"
 grep -q "^  curl -s http://127.0.0.1:$PORT/v1/completions" "$WORK/first.log" || fail "no curl command printed"
 
-# The curl the demo printed, with max_tokens and ignore_eos so that the count is exact.
+# The curl the demo printed, with max_tokens and ignore_eos so that the count is exact. The header comes
+# from a 0600 file (curl -H @file), so that this check's own command line does not show the key to the
+# process sampler.
 key="$(cat .cache/demo/credentials/serve_api_key)"
-answer="$(curl -s "http://127.0.0.1:$PORT/v1/completions" -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
+(umask 077 && printf 'Authorization: Bearer %s\n' "$key" > "$WORK/auth-header")
+answer="$(curl -s "http://127.0.0.1:$PORT/v1/completions" -H @"$WORK/auth-header" -H 'Content-Type: application/json' \
   -d '{"model": "tiny", "prompt": "Hello", "max_tokens": 16, "ignore_eos": true}')"
 t1=$(date +%s.%N)
 python3 - "$answer" <<'PY' || fail "unexpected completion: $answer"
