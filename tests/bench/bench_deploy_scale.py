@@ -212,15 +212,20 @@ def bench_nodes(count, args, out, env, rows):
         runs = [("first", "first", "docker", [])]
         for trial in range(args.trials if "second" in args.runs else 0):
             for transport in args.transports:
-                tag = "second" if args.transports == ["docker"] and args.trials == 1 else "second-%s-%d" % (transport, trial + 1)
-                runs.append(("second", tag, transport, []))
+                name = "second" if args.transports == ["docker"] and args.trials == 1 else "second-%s-%d" % (transport, trial + 1)
+                runs.append(("second", name, transport, []))
         if "check" in args.runs:
             runs.append(("check", "check", "docker", ["--check", "--diff"]))
+        # One inventory and environment per transport, written once.
+        transports = {}
+        for transport in {run[2] for run in runs}:
+            connection, run_env = transport_options(transport, env)
+            path = os.path.join(work, "hosts-%s.yml" % transport)
+            write_inventory(path, count, os.path.join(work, "fakes"), connection)
+            transports[transport] = (connection, path, run_env)
         for run, name, transport, extra in runs:
             tag = "n%d-%s" % (count, name)
-            connection, run_env = transport_options(transport, env)
-            run_inventory = os.path.join(work, "hosts-%s.yml" % transport)
-            write_inventory(run_inventory, count, os.path.join(work, "fakes"), connection)
+            connection, run_inventory, run_env = transports[transport]
             cpu_nodes, cpu_controller = node_cpu_seconds(count), controller_cpu_seconds()
             seconds, text = playbook("playbooks/deploy.yml", run_inventory, run_env, deploy + extra, work, tag)
             cpu_nodes, cpu_controller = node_cpu_seconds(count) - cpu_nodes, controller_cpu_seconds() - cpu_controller
@@ -229,7 +234,7 @@ def bench_nodes(count, args, out, env, rows):
                 handle.write("".join("%8.2f  %s\n" % (sec, name) for name, sec in sorted(tasks, key=lambda t: -t[1])))
             hosts = recap(text)
             first = seconds if run == "first" else first
-            row = {"nodes": count, "run": run, "tag": tag, "connection": connection, "seconds": seconds, "share_of_first": round(seconds / first, 3),
+            row = {"nodes": count, "run": run, "name": name, "tag": tag, "connection": connection, "seconds": seconds, "share_of_first": round(seconds / first, 3),
                    "changed": sum(host["changed"] for host in hosts.values()), "recap": hosts,
                    "cpu_nodes_s": round(cpu_nodes, 1), "cpu_controller_s": round(cpu_controller, 1),
                    "roles": by_role(tasks), "tasks_total_s": round(sum(task[1] for task in tasks), 2),
@@ -243,7 +248,7 @@ def bench_nodes(count, args, out, env, rows):
 
 
 def transport_options(transport, env):
-    """The extra arguments and the environment of a run over one transport.
+    """The connection name and the environment of a run over one transport.
 
     docker: the Docker CLI, one ``docker exec`` process per module (Molecule's default). docker_api: the same
     exec through the Engine API, no CLI process. mitogen: Mitogen's strategy, one Python per node kept for the
@@ -267,8 +272,9 @@ def summary(rows):
     if base:
         result["ratio_to_%d" % base] = {str(count): round(seconds / first[base], 3) for count, seconds in first.items()}
     for run in ("second", "check"):
-        result[run + "_share"] = {("%d %s" % (row["nodes"], row["tag"]) if row["tag"] != "n%d-%s" % (row["nodes"], run)
-                                   else str(row["nodes"])): row["share_of_first"] for row in rows if row["run"] == run}
+        # Keyed by the node count, and the run's name where several runs of that kind were timed.
+        result[run + "_share"] = {"%d %s" % (row["nodes"], row["name"]) if row["name"] != run else str(row["nodes"]):
+                                  row["share_of_first"] for row in rows if row["run"] == run}
     return result
 
 
