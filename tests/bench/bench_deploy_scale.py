@@ -234,7 +234,8 @@ def bench_nodes(count, args, out, env, rows):
                 handle.write("".join("%8.2f  %s\n" % (sec, name) for name, sec in sorted(tasks, key=lambda t: -t[1])))
             hosts = recap(text)
             first = seconds if run == "first" else first
-            row = {"nodes": count, "run": run, "name": name, "tag": tag, "connection": connection, "seconds": seconds, "share_of_first": round(seconds / first, 3),
+            row = {"nodes": count, "run": run, "name": name, "tag": tag, "connection": connection,
+                   "seconds": seconds, "share_of_first": round(seconds / first, 3),
                    "changed": sum(host["changed"] for host in hosts.values()), "recap": hosts,
                    "cpu_nodes_s": round(cpu_nodes, 1), "cpu_controller_s": round(cpu_controller, 1),
                    "roles": by_role(tasks), "tasks_total_s": round(sum(task[1] for task in tasks), 2),
