@@ -16,7 +16,9 @@ description:
   - Ready means that the endpoint answers an inference, not only that its port is open or that C(/health) says so.
     From the managed node, against the engine's address, the probe
   - 1) polls C(GET /health) until it answers 200 (a refused, reset or timed-out connection and any other status
-    mean "not yet"), for at most O(wait_timeout) seconds;
+    mean "not yet"), for at most O(wait_timeout) seconds; with O(unit) or O(container) it also reads the engine's
+    state at every poll and fails at once when the engine's process has exited, instead of waiting out the rest
+    of O(wait_timeout) while the engine starts and dies again;
   - 2) reads C(GET /v1/models) with the key, which must answer 200 and list O(model) (the failure lists the ids
     it does list);
   - 3) reads C(GET /version) for RV(version) (errors are ignored);
@@ -73,6 +75,20 @@ options:
     description: Seconds to keep polling C(/health) until it answers 200; 0 tries once.
     type: int
     default: 0
+  unit:
+    description:
+      - The systemd unit that runs the engine on this host, for example C(llm-cluster-engine.service).
+      - While the probe waits for C(/health), it reads the unit's state at every poll (C(systemctl show)). The engine
+        has exited when the unit is C(failed) or C(inactive), waits for its automatic restart (C(auto-restart)), or
+        has a different main PID or more restarts than at the first poll. The step then fails at once with that
+        state (exit code or signal, restarts) in its message.
+      - A unit that systemd does not know fails the step at once too.
+    type: str
+  container:
+    description:
+      - The Docker container that runs the engine on this host, watched like O(unit) (C(docker inspect)). It has
+        exited when it is not C(running), or when its restart count or process id changed since the first poll.
+    type: str
   interval:
     description: Seconds between polls of C(/health).
     type: float
@@ -106,6 +122,14 @@ EXAMPLES = r"""
     wait_timeout: 900
     interval: 5
   register: serve_probe
+
+- name: Wait for the engine of a systemd unit; stop as soon as it exits instead of after 15 minutes
+  aihost.llm_cluster.serve_probe:
+    url: http://192.168.10.11:8000
+    api_key: "{{ llm_cluster_api_key }}"
+    model: DeepSeek-R1
+    wait_timeout: 900
+    unit: llm-cluster-engine.service
 
 - name: Show the first request's latency
   ansible.builtin.debug:
@@ -173,6 +197,15 @@ auth_findings:
   type: list
   elements: str
   sample: ["POST /tokenize without the key answered HTTP 422"]
+engine:
+  description:
+    - The last state read of the engine's unit or container while waiting (with O(unit) or O(container)), for
+      example C(ActiveState), C(SubState), C(MainPID), C(NRestarts), C(ExecMainCode), C(ExecMainStatus) of a unit.
+    - Null without O(unit) and O(container).
+  returned: always
+  type: dict
+  sample: {"ActiveState": "activating", "SubState": "auto-restart", "MainPID": "0", "NRestarts": "1", "Result": "exit-code",
+           "ExecMainCode": "1", "ExecMainStatus": "1"}
 failed_step:
   description: The step that failed, one of C(health), C(models), C(completion), C(chat), C(auth).
   returned: failure
@@ -242,11 +275,84 @@ def describe_error(exc):
     return text
 
 
+# What systemctl show reads of the engine's unit; ExecMainCode is the CLD_* code (1 exited, 2 killed, 3 dumped).
+UNIT_PROPERTIES = ("LoadState", "ActiveState", "SubState", "MainPID", "NRestarts", "Result", "ExecMainCode", "ExecMainStatus")
+CONTAINER_FORMAT = '{"Status": {{json .State.Status}}, "Pid": {{json .State.Pid}}, "ExitCode": {{json .State.ExitCode}}, ' \
+                   '"RestartCount": {{json .RestartCount}}, "Error": {{json .State.Error}}}'
+
+
+class EngineWatch:
+    """Reads the engine's unit or container; ``exited()`` names how the engine's process ended, or None."""
+
+    def __init__(self, run_command, unit=None, container=None):
+        self.run_command = run_command
+        self.unit = unit
+        self.container = container
+        self.first = None
+        self.state = None
+
+    def read(self):
+        if self.unit:
+            rc, out, err = self.run_command(["systemctl", "show", self.unit, "--property=" + ",".join(UNIT_PROPERTIES)])
+            if rc != 0:
+                raise ProbeFailed("health", "cannot read the engine's unit %s: systemctl show exited %d: %s" % (
+                    self.unit, rc, (err or out).strip()[:BODY_CHARS]))
+            state = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        else:
+            rc, out, err = self.run_command(["docker", "inspect", "--format", CONTAINER_FORMAT, self.container])
+            if rc != 0:
+                raise ProbeFailed("health", "the engine's container %s does not exist or cannot be read: %s" % (
+                    self.container, (err or out).strip()[:BODY_CHARS]))
+            try:
+                state = json.loads(out)
+            except ValueError:
+                raise ProbeFailed("health", "docker inspect %s answered %s" % (self.container, out.strip()[:BODY_CHARS])) from None
+        self.state = state
+        if self.first is None:
+            self.first = dict(state)
+        return state
+
+    def exited(self):
+        """How the engine's process ended since the first read (a sentence), or None while it runs or starts."""
+        state, first = self.read(), self.first
+        if self.unit:
+            if state.get("LoadState") == "not-found":
+                return "systemd has no unit %s" % self.unit
+            # ExecMainCode is 0 while the main process runs (or never ran), 1 after an exit, 2 or 3 after a signal.
+            how = ""
+            if state.get("ExecMainCode") == "1":
+                how = ", exit status %s" % state.get("ExecMainStatus")
+            elif state.get("ExecMainCode") in ("2", "3"):
+                how = ", killed by signal %s" % state.get("ExecMainStatus")
+            facts = "ActiveState=%s SubState=%s Result=%s NRestarts=%s%s" % (
+                state.get("ActiveState"), state.get("SubState"), state.get("Result"), state.get("NRestarts"), how)
+            if state.get("ActiveState") in ("failed", "inactive", "deactivating"):
+                return "the engine's unit %s stopped (%s)" % (self.unit, facts)
+            if state.get("SubState") == "auto-restart":
+                return "the engine's unit %s exited and waits to be restarted (%s)" % (self.unit, facts)
+            if state.get("NRestarts") != first.get("NRestarts"):
+                return "the engine's unit %s was restarted since the probe began (NRestarts %s, now %s; %s)" % (
+                    self.unit, first.get("NRestarts"), state.get("NRestarts"), facts)
+            if first.get("MainPID") not in (None, "0") and state.get("MainPID") != first.get("MainPID"):
+                return "the engine's unit %s has a new main process since the probe began (PID %s, now %s; %s)" % (
+                    self.unit, first.get("MainPID"), state.get("MainPID"), facts)
+            return None
+        facts = "status %s, exit code %s, restarts %s%s" % (state.get("Status"), state.get("ExitCode"), state.get("RestartCount"),
+                                                           ", error: %s" % state["Error"] if state.get("Error") else "")
+        if state.get("Status") != "running":
+            return "the engine's container %s is not running (%s)" % (self.container, facts)
+        if state.get("RestartCount") != first.get("RestartCount") or state.get("Pid") != first.get("Pid"):
+            return "the engine's container %s was restarted since the probe began (restarts %s, now %s; %s)" % (
+                self.container, first.get("RestartCount"), state.get("RestartCount"), facts)
+        return None
+
+
 class Probe:
-    def __init__(self, url, api_key, secrets=()):
+    def __init__(self, url, api_key, secrets=(), watch=None):
         self.url = url
         self.api_key = api_key
         self.secrets = [s for s in secrets if s]
+        self.watch = watch
 
     def scrub(self, text):
         """``text`` with every secret masked."""
@@ -307,10 +413,17 @@ class Probe:
             try:
                 status, body, dummy = self.request("GET", "/health", timeout)
                 if status == 200:
+                    if self.watch is not None:
+                        self.watch.read()
                     return round(time.time() - started, 2)
                 last = self.answer("GET", "/health", status, body)
             except NoAnswer as exc:
                 last = "GET /health got no answer: %s" % exc
+            if self.watch is not None:
+                ended = self.watch.exited()
+                if ended:
+                    raise ProbeFailed("health", "%s after %.0fs of waiting, so the probe stops before its %ds; last: %s" % (
+                        ended, time.time() - started, wait_timeout, last))
             now = time.time()
             if now >= deadline:
                 if wait_timeout > 0:
@@ -425,10 +538,16 @@ class Probe:
                                       "checked): %s" % (len(findings), sent, len(ops), "; ".join(findings)))
 
 
-def run_probe(params, result):
+def run_probe(params, result, run_command=None):
     """Run every step, filling ``result``; raise ProbeFailed at the first failing one."""
-    probe = Probe(base_url(params["url"]), params["api_key"], secrets=[params["api_key"]])
-    result["health_seconds"] = probe.wait_healthy(params["wait_timeout"], params["interval"])
+    watch = None
+    if params["unit"] or params["container"]:
+        watch = EngineWatch(run_command, unit=params["unit"], container=params["container"])
+    probe = Probe(base_url(params["url"]), params["api_key"], secrets=[params["api_key"]], watch=watch)
+    try:
+        result["health_seconds"] = probe.wait_healthy(params["wait_timeout"], params["interval"])
+    finally:
+        result["engine"] = watch.state if watch is not None else None
     result["models"] = probe.list_models(params["request_timeout"])
     if params["model"] not in result["models"]:
         raise ProbeFailed("models", "model %s is not served; /v1/models lists %s" % (
@@ -455,9 +574,12 @@ def main():
             chat=dict(type="bool", default=False),
             check_auth=dict(type="bool", default=True),
             wait_timeout=dict(type="int", default=0),
+            unit=dict(type="str"),
+            container=dict(type="str"),
             interval=dict(type="float", default=2.0),
             request_timeout=dict(type="int", default=120),
         ),
+        mutually_exclusive=[("unit", "container")],
         supports_check_mode=True,
     )
     params = module.params
@@ -475,9 +597,9 @@ def main():
         module.fail_json(msg="request_timeout must be 1 or more, got %d" % params["request_timeout"])
 
     result = {"ready": False, "health_seconds": None, "models": [], "version": None, "completion": None, "chat": None,
-              "auth_enforced": None, "routes_checked": [], "routes_open": [], "auth_findings": []}
+              "auth_enforced": None, "routes_checked": [], "routes_open": [], "auth_findings": [], "engine": None}
     try:
-        run_probe(params, result)
+        run_probe(params, result, module.run_command)
     except ProbeFailed as exc:
         module.fail_json(msg="%s: %s step failed: %s" % (url, exc.step, exc.detail), failed_step=exc.step, changed=False,
                          **result)

