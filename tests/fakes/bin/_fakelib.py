@@ -13,13 +13,10 @@ schema.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
-import socket
 import sys
-import tempfile
 
 DEFAULT_STATE = "/var/lib/llm-cluster-fakes/state.json"
 DEFAULT_FABRIC = "/var/lib/llm-cluster-fabric"
@@ -106,6 +103,8 @@ def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
         pass
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
+    import tempfile  # pylint: disable=import-outside-toplevel
+
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -167,7 +166,7 @@ class State:
 
     @property
     def hostname(self) -> str:
-        return os.environ.get("LLM_CLUSTER_FAKE_HOSTNAME") or self.data.get("hostname") or socket.gethostname()
+        return os.environ.get("LLM_CLUSTER_FAKE_HOSTNAME") or self.data.get("hostname") or os.uname().nodename
 
     @property
     def fabric_dir(self) -> str:
@@ -181,6 +180,8 @@ class State:
         """Apply ``mutate(runtime_dict)`` to the overlay under a lock and persist it."""
         os.makedirs(os.path.dirname(self.runtime_path) or ".", exist_ok=True)
         with open(self.runtime_path + ".lock", "a", encoding="utf-8") as lock:
+            import fcntl  # pylint: disable=import-outside-toplevel
+
             fcntl.flock(lock, fcntl.LOCK_EX)
             runtime = self._read_runtime()
             runtime["state_sha256"] = self.fingerprint
