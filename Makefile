@@ -30,7 +30,7 @@ venv: $(VENV)/.installed
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-lock.txt
 	[ -x $(PY) ] || python3 -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet -r requirements-dev.txt -c requirements-lock.txt
+	$(VENV)/bin/pip install --quiet --no-compile -r requirements-dev.txt -c requirements-lock.txt
 	touch $@
 
 # Also links Mitogen's Ansible plugins where .config/molecule/config.yml finds them.

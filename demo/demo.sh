@@ -109,6 +109,10 @@ all:
     # The host reaches the published port through the network's gateway.
     llm_cluster_client_cidrs: ["$gateway/32"]
     ray_cluster_wheelhouse: /wheelhouse
+    # A demo on one machine: pip does not byte-compile every file of Ray, torch and vLLM at
+    # install (the engine's install took 134 s with it); the units run as root and Python compiles
+    # what they import at first start. A real cluster keeps pip's default (docs/benchmarks.md).
+    ray_cluster_pip_extra_args: --no-compile
     serve_api_key_file: $secrets/serve_api_key
     ray_cluster_auth_token_file: $secrets/ray_auth_token
     serve_backend: vllm
