@@ -337,8 +337,8 @@ class EngineWatch:
                 return "the engine's unit %s has a new main process since the probe began (PID %s, now %s; %s)" % (
                     self.unit, first.get("MainPID"), state.get("MainPID"), facts)
             return None
-        facts = "status %s, exit code %s, restarts %s%s" % (state.get("Status"), state.get("ExitCode"), state.get("RestartCount"),
-                                                           ", error: %s" % state["Error"] if state.get("Error") else "")
+        error = ", error: %s" % state["Error"] if state.get("Error") else ""
+        facts = "status %s, exit code %s, restarts %s%s" % (state.get("Status"), state.get("ExitCode"), state.get("RestartCount"), error)
         if state.get("Status") != "running":
             return "the engine's container %s is not running (%s)" % (self.container, facts)
         if state.get("RestartCount") != first.get("RestartCount") or state.get("Pid") != first.get("Pid"):
