@@ -51,17 +51,28 @@ def parse_metadata_version(text):
     return None
 
 
+def installed_version(venv, name):
+    """Version of distribution ``name`` in the venv, from its wheel METADATA (no Python started), or None.
+
+    ``name`` is the wheel's escaped project name (``ray``, ``grpcio``): a dist-info directory is
+    ``<name>-<version>.dist-info``, so ``grpcio`` does not match ``grpcio_tools``.
+    """
+    for metadata in sorted(glob.glob(os.path.join(venv, "lib", "python*", "site-packages", name + "-*.dist-info", "METADATA"))):
+        version = parse_metadata_version(read_text(metadata))
+        if version:
+            return version
+    return None
+
+
 def venv_facts(venv):
-    """Describe a Ray venv: whether it exists, its Python version and the installed Ray version."""
+    """Describe a Ray venv: whether it exists, its Python version, and the installed Ray and grpcio.
+
+    grpcio is what makes Ray start its client server (ray[client]); the role installs it.
+    """
     python = os.path.join(venv, "bin", "python")
-    facts = {"path": venv, "exists": os.path.isdir(venv), "python": python if os.path.exists(python) else None,
-             "python_version": parse_pyvenv_cfg(read_text(os.path.join(venv, "pyvenv.cfg"))),
-             "ray_version": None}
-    for metadata in sorted(glob.glob(os.path.join(venv, "lib", "python*", "site-packages", "ray-*.dist-info", "METADATA"))):
-        facts["ray_version"] = parse_metadata_version(read_text(metadata))
-        if facts["ray_version"]:
-            break
-    return facts
+    return {"path": venv, "exists": os.path.isdir(venv), "python": python if os.path.exists(python) else None,
+            "python_version": parse_pyvenv_cfg(read_text(os.path.join(venv, "pyvenv.cfg"))),
+            "ray_version": installed_version(venv, "ray"), "grpcio_version": installed_version(venv, "grpcio")}
 
 
 def minor_version(version):

@@ -13,7 +13,7 @@ module: ray_node_info
 short_description: Read what a node needs for Ray and what its Ray unit is doing
 version_added: 0.2.0
 description:
-  - Reports the Ray venv (Python and Ray versions, read from C(pyvenv.cfg) and the wheel metadata without
+  - Reports the Ray venv (Python, Ray and grpcio versions, read from C(pyvenv.cfg) and the wheel metadata without
     starting Python), the systemd unit's state, the memory limit, the size of C(/dev/shm), the free space
     under the temp directory, who listens on the given ports, which firewall is active, and the processes
     still running from the venv.
@@ -69,11 +69,11 @@ EXAMPLES = r"""
 
 RETURN = r"""
 venv:
-  description: The Ray venv.
+  description: The Ray venv; C(grpcio_version) is set when grpcio, with which Ray starts its client server, is installed.
   returned: always
   type: dict
   sample: {"path": "/opt/llm_cluster/ray", "exists": true, "python": "/opt/llm_cluster/ray/bin/python",
-           "python_version": "3.11.2", "ray_version": "2.60.0"}
+           "python_version": "3.11.2", "ray_version": "2.60.0", "grpcio_version": "1.85.3"}
 service:
   description: The unit's systemd properties; C(exists) is false when systemd does not know it.
   returned: always

@@ -32,9 +32,20 @@ def test_venv_facts_from_files(tmp_path):
     (venv / "bin" / "python").write_text("")
     facts = _ray.venv_facts(str(venv))
     assert facts == {"path": str(venv), "exists": True, "python": str(venv / "bin" / "python"),
-                     "python_version": "3.11.2", "ray_version": "2.60.0"}
+                     "python_version": "3.11.2", "ray_version": "2.60.0", "grpcio_version": None}
     missing = _ray.venv_facts(str(tmp_path / "none"))
     assert missing["exists"] is False and missing["ray_version"] is None and missing["python"] is None
+    assert missing["grpcio_version"] is None
+
+
+def test_grpcio_is_found_by_its_own_dist_info_only(tmp_path):
+    site = tmp_path / "ray" / "lib" / "python3.11" / "site-packages"
+    (site / "grpcio_tools-1.76.0.dist-info").mkdir(parents=True)
+    (site / "grpcio_tools-1.76.0.dist-info" / "METADATA").write_text("Name: grpcio-tools\nVersion: 1.76.0\n")
+    assert _ray.venv_facts(str(tmp_path / "ray"))["grpcio_version"] is None
+    (site / "grpcio-1.85.3.dist-info").mkdir()
+    (site / "grpcio-1.85.3.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: grpcio\nVersion: 1.85.3\n")
+    assert _ray.venv_facts(str(tmp_path / "ray"))["grpcio_version"] == "1.85.3"
 
 
 def test_minor_version():
