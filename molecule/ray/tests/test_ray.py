@@ -340,11 +340,13 @@ def test_status_reports_every_node(nodes):
 
 def test_worker_that_cannot_reach_the_head_is_named(nodes, addresses):
     worker = nodes["ray-worker2"]
+    # Stopped before the block: a worker stopped while it cannot reach its GCS takes 30 s to stop.
+    worker.check_output("systemctl stop llm-cluster-ray-worker")
     worker.check_output("nft add table inet harness_block")
     worker.check_output("nft 'add chain inet harness_block out { type filter hook output priority 0; }'")
     worker.check_output("nft add rule inet harness_block out ip daddr %s tcp dport 6379 drop" % addresses["ray-master1"])
     try:
-        worker.check_output("systemctl restart llm-cluster-ray-worker")
+        worker.check_output("systemctl start llm-cluster-ray-worker")
         result, dummy = ray_step("-e", "ray_cluster_join_timeout=20")
         output = " ".join(result.stdout.split())
         assert result.returncode != 0
