@@ -33,10 +33,19 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-lock.txt
 	$(VENV)/bin/pip install --quiet --no-compile -r requirements-dev.txt -c requirements-lock.txt
 	touch $@
 
-# Also links Mitogen's Ansible plugins where .config/molecule/config.yml finds them.
+# Also links Mitogen's Ansible plugins where .config/molecule/config.yml finds them,
+# and the three collections of the ansible package the tests use (LINKED), so that
+# Molecule's runs can leave the package's hundred others out of every listing
+# (ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=False there, docs/testing.md).
+LINKED := community/docker community/general ansible/posix
 collection: venv
 	mkdir -p $(dir $(COLLECTION_LINK))
 	ln -sfn ../../../.. $(COLLECTION_LINK)
+	site="$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"; \
+	for name in $(LINKED); do \
+	  mkdir -p $(COLLECTIONS)/ansible_collections/$${name%/*}; \
+	  ln -sfn "$$site/ansible_collections/$$name" $(COLLECTIONS)/ansible_collections/$$name; \
+	done
 	ln -sfn "$$($(PY) -c 'import ansible_mitogen, os; print(os.path.dirname(ansible_mitogen.__file__))')" $(ROOT)/.cache/ansible_mitogen
 
 image:
