@@ -43,6 +43,7 @@ TOOLS = ["_fakelib.py", "npu_smi.py", "npu-smi", "hccn_tool.py", "hccn_tool", "n
 TOOL_KINDS = {"npu-smi": "npu", "hccn_tool": "npu", "nvidia-smi": "gpu"}
 MTIME = 1767225600  # 2026-01-01: fixed, so that equal inputs give equal archives
 KEEP_PREFIX = "var/lib/llm-cluster-fakes/sys"
+LIB = "usr/local/lib/llm-cluster-fakes"  # the tools
 DRIVER_INFO_KEYS = [
     "ascendhal_version", "aicpu_version", "tdt_version", "log_version", "prof_version", "dvppkernels_version",
     "tsfw_version", "Innerversion", "compatible_version", "compatible_version_fw",
@@ -201,6 +202,9 @@ def install_script(root: str, kind: str, nodes: list, missing: list[int], has_ke
     if has_keep:
         lines.append(f'  tar -x -f "$archive" -C "$root/" --skip-old-files {KEEP_PREFIX}')
     lines += [
+        # Byte-compiled once here, checked by hash (tar gives every file the same time): each
+        # tool call then imports _fakelib from its .pyc; the tools run with -B and write none.
+        f'  python3 -m compileall -q --invalidation-mode checked-hash "$root/{LIB}" >/dev/null',
         '  printf "%s\\n" "$sum" > "$stamp"',
         '  echo "unpacked $archive"',
         "fi",
@@ -227,7 +231,7 @@ def build(profile_name: str, faults: dict, hostname: str, root: str, arch: str, 
     missing = [int(item) for item in state.get("missing_devices", [])]
     id_key = "index" if kind == "gpu" else "id"
     devices = [dev for dev in state.get(kind, {}).get("devices", []) if int(dev[id_key]) not in missing]
-    lib = "usr/local/lib/llm-cluster-fakes"
+    lib = LIB
 
     archive = Archive()
     for directory in ["usr/local/bin", lib, "var/lib/llm-cluster-fakes", "var/lib/llm-cluster-fabric"]:

@@ -9,9 +9,15 @@ with their state, hccn.conf and fabric directory under tmp_path.
 
 from __future__ import annotations
 
+import importlib.util
+import ipaddress
 import json
+import sys
+from pathlib import Path
 
 import pytest
+
+FAKES_BIN = Path(__file__).resolve().parents[2] / "fakes" / "bin"
 
 # ---------------------------------------------------------------- npu-smi
 
@@ -298,6 +304,27 @@ def test_hccn_net_health(make_node, atlas):
 def test_hccn_errors_go_to_stderr_with_uda_exit_codes(make_node, atlas, args, rc, message):
     result = make_node("n1", atlas).run("hccn_tool", *args)
     assert (result.returncode, result.stdout, result.stderr) == (rc, "", message)
+
+
+@pytest.mark.parametrize("text", [
+    "10.0.0.1", "0.0.0.0", "255.255.255.255", "256.0.0.1", "10.0.0", "10.0.0.1.2", "010.0.0.1", "10.0.0.00",
+    "1.2.3.-4", "+1.2.3.4", " 1.2.3.4", "1.2.3.4 ", "1..3.4", "", "a.b.c.d", "1.2.3.\u0664", "1.2.3.\u00b2", "1000.0.0.1",
+    "1.2.3.0x1", "１.2.3.4"])
+def test_hccn_address_check_accepts_what_ipaddress_accepts(text):
+    # The fake checks addresses without importing ipaddress (one check per ping); same verdicts.
+    spec = importlib.util.spec_from_file_location("fake_hccn_tool", FAKES_BIN / "hccn_tool.py")
+    sys.path.insert(0, str(FAKES_BIN))
+    try:
+        tool = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(tool)
+    finally:
+        sys.path.remove(str(FAKES_BIN))
+    try:
+        ipaddress.IPv4Address(text)
+        expected = True
+    except ValueError:
+        expected = False
+    assert tool.valid_ipv4(text) is expected
 
 
 def test_hccn_gateway_outside_the_subnet_and_address_conflict(make_node, atlas):
