@@ -158,9 +158,10 @@ up() {
   ANSIBLE_PIPELINING=True LLM_CLUSTER_ARTIFACTS="${LLM_CLUSTER_ARTIFACTS:-$STATE/artifacts}" \
     "$ROOT/deploy.sh" deploy -i "$STATE/inventory/hosts.yml"
 
+  # The header reaches curl through a pipe (printf is a shell builtin): the key is in no command line.
   key="$(cat "$STATE/credentials/serve_api_key")"
   status="$(curl --silent --output /dev/null --write-out '%{http_code}' --max-time 120 \
-    -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
+    -H @<(printf 'Authorization: Bearer %s\n' "$key") -H 'Content-Type: application/json' \
     -d '{"model": "tiny", "prompt": "Hello", "max_tokens": 8}' "http://127.0.0.1:$PORT/v1/completions" || true)"
   [ "$status" = 200 ] || die "the endpoint on 127.0.0.1:$PORT answered HTTP $status"
   cat <<EOF
@@ -168,10 +169,11 @@ up() {
 The demo cluster serves on http://127.0.0.1:$PORT (ready in $(($(date +%s) - t0)) s). Try:
 
   curl -s http://127.0.0.1:$PORT/v1/completions \\
-    -H "Authorization: Bearer \$(cat $STATE/credentials/serve_api_key)" \\
+    -H @<(printf 'Authorization: Bearer %s\\n' "\$(cat $STATE/credentials/serve_api_key)") \\
     -H 'Content-Type: application/json' \\
     -d '{"model": "tiny", "prompt": "Hello", "max_tokens": 16}'
 
+The key reaches curl through a pipe (bash or zsh), not its command line, where other users could read it.
 The model has random weights: its text is noise, its token counts are not.
 Status: ./deploy.sh status -i $STATE/inventory/hosts.yml
 Bench:  ./deploy.sh bench -i $STATE/inventory/hosts.yml

@@ -58,14 +58,17 @@ SAMPLER=$!
 t0=$(date +%s.%N)
 verbose first ./deploy.sh demo || fail "./deploy.sh demo exited non-zero"
 grep -q "^  curl -s http://127.0.0.1:$PORT/v1/completions" "$WORK/first.log" || fail "no curl command printed"
+# The printed curl gives curl the header through a pipe, never the key on its command line.
+grep -qF -- "    -H @<(printf 'Authorization: Bearer %s\n' \"\$(cat " "$WORK/first.log" \
+  || fail "the printed curl does not read the key through a pipe"
+if grep -qF -- "Bearer \$(cat" "$WORK/first.log"; then fail "the printed curl puts the key on its command line"; fi
 
-# The curl the demo printed, with max_tokens and ignore_eos so that the count is exact. The header comes
-# from a 0600 file (curl -H @file), so that this check's own command line does not show the key to the
-# process sampler.
+# The curl the demo printed, with max_tokens and ignore_eos so that the count is exact, and the same
+# header: through a pipe, so that this check's own command line does not show the key to the process
+# sampler.
 key="$(cat .cache/demo/credentials/serve_api_key)"
-(umask 077 && printf 'Authorization: Bearer %s\n' "$key" > "$WORK/auth-header")
-answer="$(curl -s "http://127.0.0.1:$PORT/v1/completions" -H @"$WORK/auth-header" -H 'Content-Type: application/json' \
-  -d '{"model": "tiny", "prompt": "Hello", "max_tokens": 16, "ignore_eos": true}')"
+answer="$(curl -s "http://127.0.0.1:$PORT/v1/completions" -H @<(printf 'Authorization: Bearer %s\n' "$key") \
+  -H 'Content-Type: application/json' -d '{"model": "tiny", "prompt": "Hello", "max_tokens": 16, "ignore_eos": true}')"
 t1=$(date +%s.%N)
 python3 - "$answer" <<'PY' || fail "unexpected completion: $answer"
 import json, sys
