@@ -62,6 +62,15 @@ grep -q "^  curl -s http://127.0.0.1:$PORT/v1/completions" "$WORK/first.log" || 
 grep -qF -- "    -H @<(printf 'Authorization: Bearer %s\n' \"\$(cat " "$WORK/first.log" \
   || fail "the printed curl does not read the key through a pipe"
 if grep -qF -- "Bearer \$(cat" "$WORK/first.log"; then fail "the printed curl puts the key on its command line"; fi
+# And it works as printed: its lines, run by bash as a user would paste them.
+sed -n "/^  curl -s http:\/\/127.0.0.1:$PORT\/v1\/completions/,/^    -d /p" "$WORK/first.log" > "$WORK/printed-curl.sh"
+printed="$(bash "$WORK/printed-curl.sh")" || fail "the printed curl failed"
+python3 - "$printed" <<'PY' || fail "the printed curl got: $printed"
+import json, sys
+body = json.loads(sys.argv[1])
+assert 1 <= body["usage"]["completion_tokens"] <= 16, body
+assert body["choices"][0]["finish_reason"] in ("length", "stop"), body
+PY
 
 # The curl the demo printed, with max_tokens and ignore_eos so that the count is exact, and the same
 # header: through a pipe, so that this check's own command line does not show the key to the process
