@@ -68,9 +68,10 @@ def molecule_env(ephemeral):
 
 
 def container_ids():
+    """{node name: container id}, in the order of NODES."""
     out = subprocess.run(["docker", "inspect", "--format", "{{.Id}}"] + NODES, check=True,
                          stdout=subprocess.PIPE, universal_newlines=True).stdout
-    return out.split()
+    return dict(zip(NODES, out.split()))
 
 
 def nodes_cpu(ids):
@@ -96,7 +97,7 @@ def children_cpu():
 
 
 def ray_step(env, ids, clean=True):
-    before_ctl, before_nodes, start = children_cpu(), nodes_cpu(ids), time.monotonic()
+    before_ctl, before_nodes, start = children_cpu(), nodes_cpu(ids.values()), time.monotonic()
     result = subprocess.run(["ansible-playbook", "-i", os.path.join(os.path.dirname(env["ANSIBLE_CONFIG"]), "inventory"),
                              os.path.join(ROOT, "molecule", "ray", "ray.yml")],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
@@ -105,15 +106,13 @@ def ray_step(env, ids, clean=True):
     if result.returncode != 0 or len(changed) != len(NODES) or (clean and any(changed)):
         raise SystemExit("the Ray step did not run clean (rc %d, changed %s):\n%s" % (result.returncode, changed, result.stdout[-3000:]))
     return {"wall_s": round(wall, 2), "controller_cpu_s": round(children_cpu() - before_ctl, 2),
-            "nodes_cpu_s": round(nodes_cpu(ids) - before_nodes, 2)}
+            "nodes_cpu_s": round(nodes_cpu(ids.values()) - before_nodes, 2)}
 
 
 def node_cpu_of(node, argv, ids):
-    cid = [i for i in ids if subprocess.run(["docker", "inspect", "--format", "{{.Name}}", i], check=True,
-                                            stdout=subprocess.PIPE, universal_newlines=True).stdout.strip() == "/" + node]
-    before = nodes_cpu(cid)
+    before = nodes_cpu([ids[node]])
     subprocess.run(["docker", "exec", node] + argv, check=True, stdout=subprocess.DEVNULL)
-    return round(nodes_cpu(cid) - before, 3)
+    return round(nodes_cpu([ids[node]]) - before, 3)
 
 
 def stop_time(node):

@@ -231,20 +231,19 @@ def build(profile_name: str, faults: dict, hostname: str, root: str, arch: str, 
     missing = [int(item) for item in state.get("missing_devices", [])]
     id_key = "index" if kind == "gpu" else "id"
     devices = [dev for dev in state.get(kind, {}).get("devices", []) if int(dev[id_key]) not in missing]
-    lib = LIB
 
     archive = Archive()
-    for directory in ["usr/local/bin", lib, "var/lib/llm-cluster-fakes", "var/lib/llm-cluster-fabric"]:
+    for directory in ["usr/local/bin", LIB, "var/lib/llm-cluster-fakes", "var/lib/llm-cluster-fabric"]:
         archive.directory(directory)
     for tool in TOOLS:
-        archive.file(f"{lib}/{tool}", (FAKES / "bin" / tool).read_bytes(), 0o644 if tool.endswith(".py") else 0o755)
+        archive.file(f"{LIB}/{tool}", (FAKES / "bin" / tool).read_bytes(), 0o644 if tool.endswith(".py") else 0o755)
     for tool, tool_kind in TOOL_KINDS.items():
         if tool_kind == kind:
-            archive.link(f"usr/local/bin/{tool}", f"{root}/{lib}/{tool}")
+            archive.link(f"usr/local/bin/{tool}", f"{root}/{LIB}/{tool}")
     archive.file("var/lib/llm-cluster-fakes/state.json", json.dumps(state, indent=4, sort_keys=True) + "\n")
     if kind == "npu":
         ascend_files(archive, state, arch)
-        archive.link("usr/local/Ascend/driver/tools/hccn_tool", f"{root}/{lib}/hccn_tool")
+        archive.link("usr/local/Ascend/driver/tools/hccn_tool", f"{root}/{LIB}/hccn_tool")
         mask = cpumask(int(state["cpu"]["count"]))
         for dev in devices:
             archive.file(f"{KEEP_PREFIX}/devices/virtual/workqueue/dev{dev['id']}_sq_send_wq/cpumask", mask)

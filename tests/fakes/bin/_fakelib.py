@@ -129,24 +129,15 @@ class State:
         self.runtime_path = stem + ".runtime.json"
         try:
             with open(self.path, "rb") as handle:
-                self._raw = handle.read()
-            self.base = json.loads(self._raw)
-            self._fingerprint = None
+                raw = handle.read()
+            self.base = json.loads(raw)
+            # CRC-32 and size, not hashlib (importing OpenSSL took a tenth of every call): the
+            # overlay belongs to this state only, which detects a new profile or fault.
+            self.fingerprint = "%08x-%d" % (zlib.crc32(raw), len(raw))
             runtime = self._read_runtime()
         except (OSError, ValueError) as exc:
             raise Exit(1, err=f"{tool} (fake): cannot read state file {self.path}: {exc}\n") from exc
         self.data = deep_merge(self.base, runtime)
-
-    @property
-    def fingerprint(self) -> str:
-        """CRC-32 and size of the state file: the overlay belongs to this state only.
-
-        Not hashlib: importing it (OpenSSL) took a tenth of every call, and this detects a new
-        profile or fault, not an adversary.
-        """
-        if self._fingerprint is None:
-            self._fingerprint = "%08x-%d" % (zlib.crc32(self._raw), len(self._raw))
-        return self._fingerprint
 
     def _read_runtime(self) -> dict:
         runtime = read_json(self.runtime_path, {})
