@@ -22,8 +22,8 @@ Subcommands:
   deploy      validate, prepare and bring up the cluster (default)
   status      report the cluster: accelerators, Ray, engine, binding, and the
               endpoint's models and a timed completion (artifacts/status.json)
-  teardown    stop and remove the engine, the Ray units and firewall rules (venv kept)
-  restore     put back host settings that deploy changed (CPU binding, ...)
+  teardown    stop and remove the engine, Ray, the firewall rules and the files deploy wrote (venv and model kept)
+  restore     put back host settings deploy changed (CPU binding, NPU addresses, hccn.conf)
   bench       run vllm bench serve against the endpoint (artifacts/bench-*.json)
   demo        start a 2-node local container cluster, deploy a tiny model to it
               and print a curl that works (no -i needed; needs Docker)

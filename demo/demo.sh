@@ -68,9 +68,10 @@ start_node() {
     false) docker start "$name" >/dev/null ;;
     *)
       # The harness's settings (molecule/default): systemd as PID 1 in a
-      # private cgroup namespace, not privileged.
+      # private cgroup namespace, not privileged; SYS_PTRACE lets root see the
+      # sockets of the cluster's account, as root on a host does.
       docker run --detach --name "$name" --hostname "$name" --network "$NETWORK" \
-        --cgroupns private --cap-add SYS_ADMIN --cap-add NET_ADMIN \
+        --cgroupns private --cap-add SYS_ADMIN --cap-add NET_ADMIN --cap-add SYS_PTRACE \
         --tmpfs /run --tmpfs /run/lock --tmpfs /tmp --stop-signal SIGRTMIN+3 \
         --shm-size 1g --memory 6g \
         --volume "$WHEELHOUSE:/wheelhouse:ro" \
@@ -110,9 +111,13 @@ all:
     llm_cluster_client_cidrs: ["$gateway/32"]
     ray_cluster_wheelhouse: /wheelhouse
     # A demo on one machine: pip does not byte-compile every file of Ray, torch and vLLM at
-    # install (the engine's install took 134 s with it); the units run as root and Python compiles
-    # what they import at first start. A real cluster keeps pip's default (docs/benchmarks.md).
+    # install (the engine's install took 134 s with it); Python compiles what Ray and the engine
+    # import at first start, into a cache their account can write (the venv is root's). A real
+    # cluster keeps pip's default (docs/benchmarks.md).
     ray_cluster_pip_extra_args: --no-compile
+    ray_cluster_environment: &pycache
+      PYTHONPYCACHEPREFIX: /var/lib/llm_cluster/ray-work/cache/pycache
+    serve_environment: *pycache
     serve_api_key_file: $secrets/serve_api_key
     ray_cluster_auth_token_file: $secrets/ray_auth_token
     serve_backend: vllm

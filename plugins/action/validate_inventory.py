@@ -112,6 +112,7 @@ class ActionModule(ActionBase):
         flags=dict(type="dict", default={}),
         container=dict(type="dict", default={}),
         env_maps=dict(type="dict", default={}),
+        accounts=dict(type="dict", default={}),
         cluster_ports=dict(type="bool", default=True),
         strict=dict(type="raw", default=False),
     )

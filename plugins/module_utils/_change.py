@@ -32,6 +32,7 @@ from ansible_collections.aihost.llm_cluster.plugins.module_utils._statefile impo
     drop_other_boots,
     load_state,
     record_original,
+    remove_state,
     save_state,
     state_path,
 )
@@ -94,9 +95,12 @@ class StateRecord:
         return self.doc
 
     def save(self, failure="", result=None):
-        """Write the document; raises ChangeError(``failure`` + why)."""
+        """Write the document, or remove the file once it holds no record; raises ChangeError(``failure`` + why)."""
         try:
-            save_state(self.state_dir, self.kind, self.doc, self.boot_id)
+            if self.doc["entries"]:
+                save_state(self.state_dir, self.kind, self.doc, self.boot_id)
+            else:
+                remove_state(self.state_dir, self.kind)
         except StateFileError as exc:
             raise ChangeError(failure + str(exc), result)
         self.dirty = False

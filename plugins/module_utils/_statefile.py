@@ -16,7 +16,9 @@ One JSON file per module (``kind``) under ``/var/lib/llm_cluster/``::
 * ``record_original`` stores an entry only when its key is not there yet, so a
   second apply never replaces the recorded original with a value the module
   wrote itself.
-* ``drop_entry`` removes an entry once it has been restored.
+* ``drop_entry`` removes an entry once it has been restored; ``remove_state``
+  removes the file once its last entry is gone, so a complete restore leaves
+  no file behind.
 * ``save_state`` writes atomically (``_fileio.atomic_write``: a temporary file
   in the same directory, ``fsync``, ``os.replace``, then an ``fsync`` of the
   directory). Files are
@@ -201,6 +203,17 @@ def save_state(state_dir, kind, doc, boot_id=None):
         atomic_write(path, data, mode=FILE_MODE, prefix=".%s." % kind, suffix=".tmp", dir_mode=DIR_MODE)
     except OSError as exc:
         raise StateFileError("cannot write %s: %s" % (path, exc))
+    return path
+
+
+def remove_state(state_dir, kind):
+    """Remove the state file of ``kind`` (nothing left to restore); a missing file is fine."""
+    path = state_path(state_dir, kind)
+    try:
+        os.unlink(path)
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise StateFileError("cannot remove %s: %s" % (path, exc))
     return path
 
 

@@ -23,26 +23,36 @@ description:
     (see O(conf_check)).
   - Addresses are set in an order that never gives one address to two devices of the host at the same time, since the
     tool refuses that; a set of devices that only swap addresses among themselves is refused.
-  - Before the first change of a device, its original settings are recorded in C(npu_network.json) under O(state_dir).
+  - Before the first change of a device, its original settings, and the lines O(hccn_conf) had for it, are recorded in
+    C(npu_network.json) under O(state_dir).
+  - With O(state=restored), sets the recorded originals again with C(hccn_tool), puts the device's lines of O(hccn_conf)
+    back as they were (removing the lines it added), drops each record once the device reads its original again (the
+    file goes with the last record) and reports in RV(not_restored) what could not be put back.
 options:
+  state:
+    description:
+      - V(present) configures O(devices); V(restored) puts back the settings recorded before the first change.
+    type: str
+    choices: [present, restored]
+    default: present
   devices:
-    description: The devices to configure.
+    description:
+      - The devices to configure. Required with O(state=present).
+      - With O(state=restored), limits the restore to these device indices (their other keys are ignored); when omitted
+        every recorded device is restored.
     type: list
     elements: dict
-    required: true
     suboptions:
       index:
         description: Device id, the C(-i) argument of C(hccn_tool) (the physical device id, 0-7 on Atlas A2, 0-15 on A3).
         type: int
         required: true
       address:
-        description: IPv4 address of the device's RoCE port.
+        description: IPv4 address of the device's RoCE port. Required with O(state=present).
         type: str
-        required: true
       netmask:
-        description: Netmask, dotted (V(255.255.0.0)) or as a prefix length (V(16)).
+        description: Netmask, dotted (V(255.255.0.0)) or as a prefix length (V(16)). Required with O(state=present).
         type: str
-        required: true
       gateway:
         description: Default gateway of the device; when omitted the gateway is not managed.
         type: str
@@ -94,7 +104,10 @@ attributes:
     support: full
     platforms: posix
 notes:
-  - An address, gateway or netdetect address cannot be removed with C(hccn_tool); the module only sets values.
+  - An address, gateway or netdetect address cannot be removed with C(hccn_tool); the module only sets values. A device
+    that had no address (or gateway, netdetect address) before the first change keeps the one it was given until the
+    next boot after O(state=restored); the restore removes it from O(hccn_conf), from which the driver loads the
+    settings at boot, and says so in RV(not_restored).
   - Older drivers print nothing for C(-ip -g) on a device without an address, newer ones fail with exit status 13; both
     mean "no address".
 seealso:
@@ -122,6 +135,10 @@ EXAMPLES = r"""
     devices: "{{ npu_plan.hosts[inventory_hostname].devices }}"
     conf_check: warn
   register: npu_network_result
+
+- name: Put back the settings every device had before the first change
+  aihost.llm_cluster.npu_network:
+    state: restored
 """
 
 RETURN = r"""
@@ -178,18 +195,36 @@ hccn_tool:
   returned: always
   type: str
   sample: /usr/local/Ascend/driver/tools/hccn_tool
+not_restored:
+  description:
+    - With O(state=restored), what could not be put back, one entry per device and reason. Always empty with
+      O(state=present).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"device": 0, "reason": "hccn_tool cannot remove the address 10.20.0.1, which the device did not have before;
+            /etc/hccn.conf no longer sets it, so it is gone after the next boot"}]
+state_file:
+  description: The state file that records the originals.
+  returned: always
+  type: str
+  sample: /var/lib/llm_cluster/npu_network.json
 """
 
 import ipaddress
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.aihost.llm_cluster.plugins.module_utils import _hccn as hccn
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._change import ChangeError, StateRecord, diff_of, run_change
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._fileio import atomic_write
 
 KIND = "npu_network"
 KEYS = ("address", "netmask", "gateway", "netdetect", "tls")
+# The lines of hccn.conf a device's settings make: recorded before the first change, put back by the restore.
+CONF_LINES = ("address", "netmask", "gateway", "netdetect", "send_arp_status", "tls_enable")
 CONF_KEYS = {"address": "address", "netmask": "netmask", "gateway": "gateway", "netdetect": "netdetect",
              "tls": "tls_enable"}
 LOCALE = dict(LANG="C", LC_ALL="C", LC_MESSAGES="C", LC_CTYPE="C", LANGUAGE="C")
@@ -198,10 +233,11 @@ LOCALE = dict(LANG="C", LC_ALL="C", LC_MESSAGES="C", LC_CTYPE="C", LANGUAGE="C")
 def build_module():
     return AnsibleModule(
         argument_spec=dict(
-            devices=dict(type="list", elements="dict", required=True, options=dict(
+            state=dict(type="str", choices=["present", "restored"], default="present"),
+            devices=dict(type="list", elements="dict", options=dict(
                 index=dict(type="int", required=True),
-                address=dict(type="str", required=True),
-                netmask=dict(type="str", required=True),
+                address=dict(type="str"),
+                netmask=dict(type="str"),
                 gateway=dict(type="str"),
                 netdetect=dict(type="str"),
             )),
@@ -212,6 +248,7 @@ def build_module():
             conf_repair=dict(type="bool", default=False),
             state_dir=dict(type="path", default="/var/lib/llm_cluster"),
         ),
+        required_if=[("state", "present", ["devices"])],
         supports_check_mode=True,
     )
 
@@ -245,6 +282,10 @@ def desired_devices(module):
         if index < 0 or index in seen:
             problems.append("device %d is negative or listed twice" % index)
         seen.add(index)
+        missing = [key for key in ("address", "netmask") if not (entry.get(key) or "").strip()]
+        if missing:
+            problems.append("device %d has no %s" % (index, " and no ".join(missing)))
+            continue
         want = {"index": index, "address": entry["address"].strip(), "netmask": prefix_to_netmask(entry["netmask"]),
                 "gateway": (entry.get("gateway") or "").strip() or None,
                 "netdetect": (entry.get("netdetect") or "").strip() or None}
@@ -409,10 +450,36 @@ def diff_text(rows, key):
     return "\n".join(lines) + "\n"
 
 
-def record_originals(state_dir, rows, result):
+def read_conf_text(path, result, failure=""):
+    """(text, exists) of the configuration file; a file that cannot be read raises ChangeError."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read(), True
+    except FileNotFoundError:
+        return "", False
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ChangeError("%scannot read %s: %s" % (failure, path, to_native(exc)), result)
+
+
+def record_originals(state_dir, rows, result, conf_path):
+    """Record, before the first change of each device, its live settings and its lines of hccn.conf."""
+    text, exists = read_conf_text(conf_path, result, "nothing was changed: ")
+    conf = hccn.parse_conf(text)
     StateRecord(state_dir, KIND).record_originals(
-        [("device%d" % row["index"], dict(row["before"], index=row["index"])) for row in rows if row["changes"]],
+        [("device%d" % row["index"], dict(row["before"], index=row["index"], conf_file=exists,
+                                          conf=dict((key, conf.get(row["index"], {}).get(key)) for key in CONF_LINES)))
+         for row in rows if row["changes"]],
         result, only_when_stored=True)
+
+
+def change_commands(tool_path, rows, result):
+    """Every -s command that brings ``rows`` to their ``planned`` settings, addresses first, in a safe order."""
+    commands = []
+    for row in address_order(rows, result):
+        commands.extend(set_commands(tool_path, row, ["address"]))
+    for row in rows:
+        commands.extend(set_commands(tool_path, row, [key for key in row["changes"] if key not in ("address", "netmask")]))
+    return commands
 
 
 def public(rows):
@@ -436,19 +503,14 @@ def converge(module):
                      "changes": changed_keys(before, planned)})
     result["devices"] = public(rows)
 
-    ip_rows = address_order(rows, result)
-    commands = []
-    for row in ip_rows:
-        commands.extend(set_commands(tool_path, row, ["address"]))
-    for row in rows:
-        commands.extend(set_commands(tool_path, row, [key for key in row["changes"] if key not in ("address", "netmask")]))
+    commands = change_commands(tool_path, rows, result)
     changed = bool(commands)
 
     if module.check_mode:
         for row in rows:
             row["after"] = dict(row["planned"])
     elif commands:
-        record_originals(params["state_dir"], rows, result)
+        record_originals(params["state_dir"], rows, result, params["hccn_conf"])
         for argv in commands:
             result["commands"].append(" ".join(argv))
             tool.change(argv)
@@ -493,10 +555,104 @@ def converge(module):
     return dict(result, changed=changed)
 
 
+def restore_rows(tool, records):
+    """One row per record: the live settings, the originals to set again, and what cannot be set again."""
+    rows = []
+    for key, entry in records:
+        original = dict((name, entry.get(name)) for name in KEYS)
+        before = read_live(tool, entry["index"], original["tls"] is not None)
+        planned = dict(before)
+        planned.update((name, value) for name, value in original.items() if value is not None)
+        rows.append({"index": entry["index"], "key": key, "entry": entry, "before": before, "planned": planned,
+                     "after": dict(before), "changes": changed_keys(before, planned),
+                     # hccn_tool sets values but cannot remove one the device did not have.
+                     "kept": [name for name in ("address", "gateway", "netdetect")
+                              if original[name] is None and before[name] is not None]})
+    return rows
+
+
+def restored_conf(text, rows):
+    """The text of hccn.conf with each restored device's lines as they were recorded (None removes a line)."""
+    updates = dict((row["index"], row["entry"]["conf"]) for row in rows if isinstance(row["entry"].get("conf"), dict))
+    return hccn.render_conf(text, updates) if updates else text
+
+
+def write_conf(path, text, remove, result):
+    try:
+        if remove:
+            os.unlink(path)
+        else:
+            atomic_write(path, text)
+    except OSError as exc:
+        raise ChangeError("the devices were restored but %s could not be written: %s; run the restore again" % (
+            path, to_native(exc)), result)
+
+
+def restore(module):
+    """Set the recorded originals again, put hccn.conf's lines back and drop the records that were restored."""
+    params = module.params
+    tool_path = hccn.find_tool(module)
+    state = StateRecord(params["state_dir"], KIND)
+    result = dict(devices=[], commands=[], conf_mismatches=[], not_restored=[], hccn_conf=params["hccn_conf"],
+                  hccn_tool=tool_path, state_file=state.path)
+    doc = state.load("nothing was restored: ", result)
+    wanted = set(entry["index"] for entry in params["devices"] or []) or None
+    records = sorted(((key, entry) for key, entry in doc["entries"].items()
+                      if isinstance(entry, dict) and isinstance(entry.get("index"), int)
+                      and (wanted is None or entry["index"] in wanted)), key=lambda item: item[1]["index"])
+    tool = Tool(module, tool_path, result)
+    rows = restore_rows(tool, records)
+    result["devices"] = public(rows)
+    commands = change_commands(tool_path, rows, result)
+    text, exists = read_conf_text(params["hccn_conf"], result, "nothing was restored: ")
+
+    if not module.check_mode:
+        for argv in commands:
+            result["commands"].append(" ".join(argv))
+            tool.change(argv)
+        if commands:
+            text, exists = read_conf_text(params["hccn_conf"], result)
+    else:
+        result["commands"] = [" ".join(argv) for argv in commands]
+    conf_after = restored_conf(text, rows)
+    # The file did not exist before the first change and nothing else is in it now: it goes again.
+    remove_conf = bool(exists and not conf_after.strip() and rows) and not any(row["entry"].get("conf_file", True) for row in rows)
+    conf_changed = (conf_after != text and exists) or remove_conf
+    result["changed"] = bool(commands) or conf_changed
+    if conf_changed and not module.check_mode:
+        write_conf(params["hccn_conf"], conf_after, remove_conf, result)
+
+    for row in rows:
+        if module.check_mode:
+            row["after"] = dict(row["planned"])
+        elif row["changes"]:
+            row["after"] = read_live(tool, row["index"], row["entry"].get("tls") is not None)
+        stuck = ["%s is %s, expected %s" % (key, row["after"].get(key), row["planned"].get(key))
+                 for key in row["changes"] if row["after"].get(key) != row["planned"].get(key)]
+        if stuck:
+            result["not_restored"].append(dict(device=row["index"], reason="; ".join(stuck)))
+            continue
+        for name in row["kept"]:
+            result["not_restored"].append(dict(device=row["index"], reason=(
+                "hccn_tool cannot remove the %s %s, which the device did not have before; %s no longer sets it, so it "
+                "is gone after the next boot" % (name, row["before"][name], params["hccn_conf"]))))
+        if not module.check_mode:
+            state.drop(row["key"])
+    result["devices"] = public(rows)
+    if module._diff:
+        result["diff"] = [diff_of(diff_text(rows, "before"), diff_text(rows, "after"), tool_path, module.check_mode)]
+        if conf_changed:
+            result["diff"].append(diff_of("" if not exists else text, "" if remove_conf else conf_after,
+                                          params["hccn_conf"], module.check_mode))
+    if state.dirty:
+        state.save("the devices were restored but the state file was not updated: ", result)
+    return result
+
+
 def main():
     module = build_module()
     module.run_command_environ_update = LOCALE
-    run_change(module, converge, module)
+    run_change(module, converge if module.params["state"] == "present" else restore, module)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,13 @@ options:
       - File holding the cluster's authentication token. When set, the reader runs with C(RAY_AUTH_MODE=token) and
         C(RAY_AUTH_TOKEN_PATH) pointing at it; the token itself never reaches an argument or the environment.
     type: path
+  run_as:
+    description:
+      - Account the reader runs as (with C(runuser)), the one the node's Ray runs as. A reader run as root on a node
+        whose Ray runs as another account can create directories of Ray's session that the account's workers then
+        cannot write, and they abort. Empty runs it as the module's user.
+    type: str
+    default: ""
 attributes:
   platform:
     description: Linux hosts with Ray installed in a venv.
@@ -179,7 +186,10 @@ def read_once(module, deadline):
     environ = {"RAY_USAGE_STATS_ENABLED": "0"}
     if params.get("token_file"):
         environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": params["token_file"]})
-    rc, out, err = module.run_command([params["python"], "-c", READER, json.dumps(args)], environ_update=environ)
+    argv = [params["python"], "-c", READER, json.dumps(args)]
+    if params["run_as"]:
+        argv = ["runuser", "-u", params["run_as"], "--"] + argv
+    rc, out, err = module.run_command(argv, environ_update=environ)
     for line in reversed(out.splitlines()):
         if line.startswith("{"):
             try:
@@ -200,6 +210,7 @@ def main():
             timeout=dict(type="int", default=0),
             interval=dict(type="float", default=1.0),
             token_file=dict(type="path"),
+            run_as=dict(type="str", default=""),
         ),
         supports_check_mode=True,
     )

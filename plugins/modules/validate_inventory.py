@@ -88,6 +88,10 @@ options:
     description: Mappings of environment variables by variable name; every key must be an environment variable name.
     type: dict
     default: {}
+  accounts:
+    description: User names by variable name (C(llm_cluster_user)); each must be a user name C(useradd) accepts, or V(root).
+    type: dict
+    default: {}
   cluster_ports:
     description:
       - Also check the ports and port ranges of the roles' defaults (Ray's fixed ports and worker range, the rsync

@@ -37,6 +37,8 @@ _IMAGE_NAME_RE = re.compile(r"(?:[A-Za-z0-9.-]+(?::[0-9]{1,5})?/)?%s(?:/%s)*" % 
                             re.ASCII)
 _DIGITS_RE = re.compile(r"[0-9]{1,18}", re.ASCII)
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+# useradd's default NAME_REGEX, at most 32 characters.
+_USER_NAME_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}", re.ASCII)
 _SHOW_LIMIT = 80
 
 
@@ -438,6 +440,14 @@ def _check_container(spec, errors):
                       "hub.oepkgs.net/oedeploy/openeuler/aarch64/mindspore." % _show(image))
 
 
+def _check_accounts(spec, errors):
+    for name, value in _items(spec, "accounts"):
+        if not (isinstance(value, str) and _USER_NAME_RE.fullmatch(value)):
+            errors.append("%s = %s is not a user name: use lowercase letters, digits, '_' and '-', starting with a "
+                          "letter or '_', at most 32 characters (e.g. llm-cluster), or root to run Ray and the engine "
+                          "as root." % (name, _show(value)))
+
+
 def _show_tag(tag):
     text = repr(tag)
     return text if len(text) < 40 else "20250717"
@@ -493,6 +503,7 @@ def _checks(spec, members, errors, warnings):
         ("ansible_host", lambda: _check_addresses(spec, members, errors)),
         ("image_name, image_tag, container_name", lambda: _check_container(spec, errors)),
         ("environment maps", lambda: _check_env_names(spec, errors)),
+        ("accounts", lambda: _check_accounts(spec, errors)),
         ("passwords", lambda: _check_secrets(spec, warnings)),
         ("variable names", lambda: _check_unknown_variables(spec, warnings)),
     )

@@ -21,8 +21,10 @@ def test_node_joined_with_its_npu(host):
     env = dict(line.split("=", 1) for line in host.file("/etc/llm_cluster/env").content_string.splitlines()
                if line and not line.startswith("#"))
     code = READ % (env["LLM_CLUSTER_HEAD_ADDRESS"], env["LLM_CLUSTER_NODE_ADDRESS"])
-    # With the cluster token settings the Ray units use (RAY_AUTH_MODE, RAY_AUTH_TOKEN_PATH).
-    out = host.run("set -a; . /etc/llm_cluster/ray-auth.env; set +a; /opt/llm_cluster/ray/bin/python - <<'EOF'\n%s\nEOF" % code)
+    # With the cluster token settings the Ray units use (RAY_AUTH_MODE, RAY_AUTH_TOKEN_PATH), as the account Ray
+    # runs as: a driver run as root could leave root's directories in Ray's session for the account's workers.
+    out = host.run("set -a; . /etc/llm_cluster/ray-auth.env; set +a; "
+                   "runuser -u llm-cluster -- /opt/llm_cluster/ray/bin/python - <<'EOF'\n%s\nEOF" % code)
     assert out.rc == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"alive": 3, "npu": 3.0, "mine": [1.0]}
 

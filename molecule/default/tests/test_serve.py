@@ -153,6 +153,14 @@ def test_engine_runs_only_on_the_head(nodes):
         assert not nodes[name].file("/etc/systemd/system/llm-cluster-engine.service").exists
 
 
+def test_engine_and_its_workers_do_not_run_as_root(nodes):
+    # The engine on the head and its Ray workers (VLLM::Worker actors) on both workers: the cluster's account.
+    owners = {name: node.check_output("ps -eo user:32,args | awk '/[/]opt[/]llm_cluster[/]ray[/]|[V]LLM|[r]ay::/ {print $1}' "
+                                      "| sort -u").split() for name, node in nodes.items()}
+    assert owners == {name: ["llm-cluster"] for name in nodes}, owners
+    assert "llm-cluster" in nodes["master1"].check_output("ps -o user:32= -p %s" % engine_pid(nodes["master1"]))
+
+
 def test_engine_secret_environment_is_private(nodes, key):
     env = nodes["master1"].file("/etc/llm_cluster/engine.env")
     assert env.mode == 0o600 and env.user == "root"

@@ -142,6 +142,13 @@ def test_drop_and_save_after_a_restore(tmp_path):
     assert read(record.path)["entries"] == {"dev1": {"mask": "0f"}}
     assert record.entries == {"dev1": {"mask": "0f"}}
 
+    # The last record takes the file with it; saving again without a file is fine.
+    assert record.drop("dev1") == {"mask": "0f"}
+    record.save()
+    assert not os.path.exists(record.path)
+    record.save()
+    assert not os.path.exists(record.path)
+
 
 def test_save_failure_names_what_was_done(tmp_path):
     record = _change.StateRecord(str(tmp_path), "npu_bind", "b")

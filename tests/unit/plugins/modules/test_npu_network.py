@@ -193,7 +193,8 @@ def test_configure_then_second_run_changes_nothing(tmp_path, tool_path, fake):
         recorded = json.load(handle)
     assert recorded["kind"] == "npu_network"
     assert recorded["entries"]["device0"] == {"index": 0, "address": None, "netmask": None, "gateway": None,
-                                              "netdetect": None, "tls": 1}
+                                              "netdetect": None, "tls": 1, "conf_file": False,
+                                              "conf": dict.fromkeys(npu_network.CONF_LINES)}
 
     fake.calls = []
     again = run(npu_network, args, fake)

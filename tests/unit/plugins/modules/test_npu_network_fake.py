@@ -186,3 +186,64 @@ def test_mesh_between_fake_nodes_and_its_faults(cluster):
     assert failures == ["the TLS switch differs between devices (HCCL refuses links between them): "
                         "0 on worker1 device 0; 1 on master1 device 0; set prepare_npu_network_enforce_tls: true "
                         "to align them"]
+
+
+PADDLE_CONF = ROOT / "tests" / "fixtures" / "vendor" / "hccn-conf-8dev-paddle-doc.conf"
+
+
+def test_restore_puts_back_a_real_hccn_conf_byte_for_byte(cluster):
+    # The "original /etc/hccn.conf of an 8-card machine" of a public guide: the driver loads it at boot.
+    original = PADDLE_CONF.read_bytes()
+    node = cluster("master1", devices=8)
+    node.conf_path.write_bytes(original)
+    node.write()
+    plan = plan_utils.compute_plan([{"host": "master1", "devices": list(range(8))}])
+    deployed, calls = run(npu_network, node, dict(devices=plan["hosts"]["master1"]["devices"], tls=0))
+    assert deployed["changed"] is True and len(set_calls(calls)) == 16
+    assert node.conf_path.read_bytes() != original
+    state_file = node.dir / "llm_cluster" / "npu_network.json"
+    assert json.loads(state_file.read_text())["entries"]["device3"]["conf"] == {
+        "address": "192.168.40.21", "netmask": "255.255.255.0", "gateway": None, "netdetect": None,
+        "send_arp_status": None, "tls_enable": None}
+
+    preview, calls = run(npu_network, node, dict(state="restored"), check_mode=True)
+    assert preview["changed"] is True and set_calls(calls) == [] and len(preview["commands"]) == 16
+    assert node.conf_path.read_bytes() != original and state_file.exists()
+
+    restored, calls = run(npu_network, node, dict(state="restored"))
+    assert restored["changed"] is True and restored["not_restored"] == [], restored
+    assert [" ".join(argv[1:]) for argv in set_calls(calls)][:2] == [
+        "-i 0 -ip -s address 192.168.10.21 netmask 255.255.255.0", "-i 1 -ip -s address 192.168.20.21 netmask 255.255.255.0"]
+    assert [row["after"]["tls"] for row in restored["devices"]] == [1] * 8
+    assert node.conf_path.read_bytes() == original
+    assert not state_file.exists()
+
+    # After a reboot (the state rewritten) the driver loads the same file and the devices read as before.
+    node.write()
+    info, calls = run(npu_network_info, node, dict(devices=list(range(8))))
+    assert [device["address"] for device in info["devices"]] == [
+        "192.168.10.21", "192.168.20.21", "192.168.30.21", "192.168.40.21",
+        "192.168.10.22", "192.168.20.22", "192.168.30.22", "192.168.40.22"]
+
+    again, calls = run(npu_network, node, dict(state="restored"))
+    assert again["changed"] is False and again["devices"] == [] and set_calls(calls) == []
+
+
+def test_restore_names_what_hccn_tool_cannot_remove(cluster):
+    node = cluster("worker1")
+    args = dict(devices=[dict(index=0, address="10.10.1.1", netmask="255.255.0.0", gateway="10.10.0.1")], tls=0)
+    deployed, calls = run(npu_network, node, args)
+    assert deployed["changed"] is True and node.conf_path.exists()
+
+    restored, calls = run(npu_network, node, dict(state="restored", devices=[dict(index=0)]))
+    assert restored["changed"] is True
+    assert [" ".join(argv[1:]) for argv in set_calls(calls)] == ["-i 0 -tls -s enable 1"]
+    reasons = [item["reason"] for item in restored["not_restored"]]
+    assert reasons == [
+        "hccn_tool cannot remove the address 10.10.1.1, which the device did not have before; %s no longer sets it, "
+        "so it is gone after the next boot" % node.conf_path,
+        "hccn_tool cannot remove the gateway 10.10.0.1, which the device did not have before; %s no longer sets it, "
+        "so it is gone after the next boot" % node.conf_path]
+    # The file did not exist before the first change and holds nothing else: it is gone, as is the record.
+    assert not node.conf_path.exists()
+    assert not (node.dir / "llm_cluster" / "npu_network.json").exists()

@@ -110,3 +110,19 @@ def test_module_refuses_non_numeric_expectations():
     result = run_module(ray_cluster_info.main, {"python": "/x/python", "address": "a:6379",
                                                 "expect_resources": {"NPU": "many"}})
     assert result["failed"] and "expect_resources must map resource names to numbers" in result["msg"]
+
+
+def test_reader_runs_as_the_account_of_the_nodes_ray():
+    calls = []
+
+    def run_command(self, argv, environ_update=None, **kwargs):
+        calls.append((argv, environ_update))
+        return 0, '{"connected": true, "nodes": [], "ray_version": "2.60.0"}\n', ""
+
+    with patch.object(ray_cluster_info.AnsibleModule, "run_command", run_command):
+        run_module(ray_cluster_info.main, {"python": "/opt/llm_cluster/ray/bin/python", "address": "a:6379",
+                                           "token_file": "/etc/llm_cluster/ray-auth-token", "run_as": "llm-cluster"})
+        run_module(ray_cluster_info.main, {"python": "/opt/llm_cluster/ray/bin/python", "address": "a:6379"})
+    assert calls[0][0][:5] == ["runuser", "-u", "llm-cluster", "--", "/opt/llm_cluster/ray/bin/python"]
+    assert calls[0][1]["RAY_AUTH_TOKEN_PATH"] == "/etc/llm_cluster/ray-auth-token"
+    assert calls[1][0][0] == "/opt/llm_cluster/ray/bin/python"

@@ -149,6 +149,12 @@ HUGE = 10 ** 5000 - 1
     ({"addresses": {"master1": "Node1.example.", "worker1": "node1.example", "worker2": "192.0.2.3"}},
      "which are one address written differently"),
     ({"env_maps": {"prepare_env_extra": {"A B": "1"}}}, "prepare_env_extra has the key 'A B': environment variable names"),
+    ({"accounts": {"llm_cluster_user": "llm\nExecStartPre=/bin/sh"}}, "llm_cluster_user = 'llm\\nExecStartPre=/bin/sh' is not a "
+                                                                    "user name"),
+    ({"accounts": {"llm_cluster_user": "Admin"}}, "llm_cluster_user = 'Admin' is not a user name"),
+    ({"accounts": {"llm_cluster_user": "x" * 33}}, "is not a user name: use lowercase letters"),
+    ({"accounts": {"llm_cluster_user": ["root"]}}, "llm_cluster_user = ['root'] (list) is not a user name"),
+    ({"accounts": {"llm_cluster_user": ""}}, "or root to run Ray and the engine as root"),
 ])
 def test_hostile_value_is_reported_with_variable_and_fix(changes, expected):
     errors = validate(spec_with(**changes))
@@ -200,7 +206,7 @@ YAML_SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=
                                    "fe80::/10", "10.0.0.0/8", "\n", "$(id)", "\u202e", "eth0"]))
 YAML_VALUES = st.recursive(YAML_SCALARS, lambda inner: st.lists(inner, max_size=4)
                            | st.dictionaries(st.text(max_size=8) | st.integers(), inner, max_size=4), max_leaves=8)
-SPEC_KEYS = sorted(GOOD) + ["all_hosts", "cluster_ports", "port_ranges", "paths", "cidr_lists", "env_maps",
+SPEC_KEYS = sorted(GOOD) + ["all_hosts", "cluster_ports", "port_ranges", "paths", "cidr_lists", "env_maps", "accounts",
                             "cleartext_secrets", "variables", "known_variables"]
 
 

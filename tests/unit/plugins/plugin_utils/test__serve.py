@@ -94,7 +94,8 @@ def test_data_parallel_units_render_the_same_lines(count):
         unit = env.get_template("engine.service.j2").render(
             ansible_managed="managed", inventory_hostname=node["host"], __serve_plan=plan, __serve_environment={"A": "1"},
             serve_env_file="/etc/llm_cluster/env", serve_engine_env_file="/etc/llm_cluster/engine.env",
-            serve_state_dir="/var/lib/llm_cluster/engine")
+            serve_state_dir="/var/lib/llm_cluster/engine", serve_user="llm-cluster")
+        assert "\nUser=llm-cluster\nGroup=llm-cluster\n" in unit
         lines = unit.split("ExecStart=", 1)[1].split("\n")
         # The command continues while a line ends with a backslash.
         end = next(i for i, line in enumerate(lines) if not line.endswith("\\"))
