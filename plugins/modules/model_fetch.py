@@ -16,8 +16,8 @@ description:
   - Pulls each file of O(files), in order, from an rsync daemon module (O(url)) into O(dest), keeping partial
     files in O(partial_dir) so that a transfer that is stopped resumes where it was.
   - Files smaller than O(batch_below) bytes according to O(sizes) (the json, tokenizer and configuration files
-    of a checkpoint) are pulled first, together, over one rsync connection; the others one by one, in order, so
-    that a chain still pipelines them.
+    of a checkpoint) are pulled first, together, over one rsync connection; the others in order, one by one or
+    in groups of at most O(batch_bytes), so that a chain still pipelines them.
   - With O(wait) above 0 a file that the peer does not have yet is waited for (the peer is itself receiving it
     from the node before it). rsync writes under a temporary name and renames at the end, so a file that the peer
     has under its own name is complete. Chaining the nodes this way pipelines the transfer file by file; every
@@ -78,6 +78,14 @@ options:
     description: Files of fewer bytes than this (by O(sizes)) are pulled together over one connection; 0 pulls each alone.
     type: int
     default: 1048576
+  batch_bytes:
+    description:
+      - After the small files, consecutive files that add up to at most this many bytes (by O(sizes)) are pulled
+        over one connection, and held by the peer until all of them are complete there; a larger file goes alone.
+      - A connection costs a fraction of a second (two rsync processes, the login, the daemon's fork and hook), which
+        dominates when a checkpoint has many small shards; 0 pulls each file over its own connection.
+    type: int
+    default: 0
   timeout:
     description: rsync's I/O timeout in seconds.
     type: int
@@ -412,13 +420,32 @@ class Fetcher(object):
             self.progress.waiting = False
 
 
-def pulls_of(files, sizes, batch_below):
-    """The connections to make: the files under batch_below bytes together first, then the others one by one."""
+def pulls_of(files, sizes, batch_below, batch_bytes=0):
+    """The connections to make: the files under batch_below bytes together first, then the others in order.
+
+    Consecutive files of at most batch_bytes together go over one connection (0: each over its own); a file of
+    more, or one without a size, goes alone.
+    """
     small = [path for path in files if batch_below > 0 and path in sizes and int(sizes[path]) < batch_below]
-    large = [[path] for path in files if path not in small]
     batches = [small[index:index + BATCH_FILES] for index in range(0, len(small), BATCH_FILES)]
-    return [batch for batch in batches if len(batch) > 1] + [[path] for batch in batches if len(batch) == 1
-                                                             for path in batch] + large
+    pulls = [batch for batch in batches if len(batch) > 1] + [[path] for batch in batches if len(batch) == 1
+                                                              for path in batch]
+    group, group_bytes = [], 0
+    for path in files:
+        if path in small:
+            continue
+        size = int(sizes[path]) if path in sizes else None
+        if group and (size is None or group_bytes + size > batch_bytes or len(group) >= BATCH_FILES):
+            pulls.append(group)
+            group, group_bytes = [], 0
+        if size is None or size > batch_bytes:
+            pulls.append([path])
+            continue
+        group.append(path)
+        group_bytes += size
+    if group:
+        pulls.append(group)
+    return pulls
 
 
 def main():
@@ -434,6 +461,7 @@ def main():
             sender_waits=dict(type="bool", default=False),
             sizes=dict(type="dict", default={}),
             batch_below=dict(type="int", default=1048576),
+            batch_bytes=dict(type="int", default=0),
             timeout=dict(type="int", default=600),
             progress_file=dict(type="path", default=""),
             total_bytes=dict(type="int", default=0),
@@ -447,7 +475,8 @@ def main():
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     try:
-        plan = pulls_of(module.params["files"], module.params["sizes"], module.params["batch_below"])
+        plan = pulls_of(module.params["files"], module.params["sizes"], module.params["batch_below"],
+                        module.params["batch_bytes"])
     except (ValueError, TypeError) as exc:
         module.fail_json(msg="sizes must map each file to its size in bytes: %s" % exc)
     if not module.params["url"].startswith("rsync://"):

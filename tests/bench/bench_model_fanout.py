@@ -13,7 +13,8 @@ Variants: ``single`` (star to md-worker1 alone: the single-transfer bound), ``st
 ``chain`` (the role's defaults: the sender's daemon holds each request until the file is complete there,
 and the small files come over one connection) and ``chain-poll`` (the chain as it was before both:
 ``model_distribution_sender_waits=false``, the receiver asks every 0.5 s, and
-``model_distribution_batch_below=0``, one connection per file). The trials go round the variants in turn, so
+``model_distribution_batch_below=0``, one connection per file), and ``chain-file`` (the chain with every
+shard over its own connection, ``model_distribution_batch_bytes=0``). The trials go round the variants in turn, so
 that a change in the machine's load touches every variant alike; compare the ratios of one run.
 
 For each run the workers' copies are deleted and the model step runs with ``profile_tasks``; the transfer
@@ -51,7 +52,8 @@ VARIANTS = {
     "star": ["-e", "model_distribution_strategy=star"],
     "rounds": ["-e", "model_distribution_strategy=rounds"],
     "chain-poll": ["-e", "model_distribution_strategy=chain", "-e", "model_distribution_sender_waits=false",
-                   "-e", "model_distribution_batch_below=0"],
+                   "-e", "model_distribution_batch_below=0", "-e", "model_distribution_batch_bytes=0"],
+    "chain-file": ["-e", "model_distribution_strategy=chain", "-e", "model_distribution_batch_bytes=0"],
     "chain": ["-e", "model_distribution_strategy=chain"],
 }
 INVENTORY = """all:
@@ -180,13 +182,14 @@ def summarize(rows, rate_mbit):
                               "trials": len(runs)}
             if variant.startswith("chain"):
                 entry[variant]["x_ideal"] = round(median / entry["chain_ideal_s"], 2)
-        for variant in ("rounds", "chain-poll", "chain"):
+        for variant in ("rounds", "chain-poll", "chain-file", "chain"):
             if "star" in entry and variant in entry:
                 entry[variant]["speedup_vs_star"] = round(entry["star"]["median_transfer_s"]
                                                           / entry[variant]["median_transfer_s"], 2)
-        if "chain" in entry and "chain-poll" in entry:
-            entry["chain"]["speedup_vs_chain_poll"] = round(entry["chain-poll"]["median_transfer_s"]
-                                                            / entry["chain"]["median_transfer_s"], 2)
+        for before in ("chain-poll", "chain-file"):
+            if "chain" in entry and before in entry:
+                entry["chain"]["speedup_vs_" + before.replace("-", "_")] = round(
+                    entry[before]["median_transfer_s"] / entry["chain"]["median_transfer_s"], 2)
         summary[model] = entry
     return summary
 

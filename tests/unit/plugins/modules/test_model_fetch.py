@@ -290,6 +290,14 @@ def test_pulls_of_batches_the_small_files_first_and_keeps_the_order_of_the_other
         ["config.json", "tokenizer.json"], ["model-1.safetensors"], ["model-2.safetensors"],
         [".llm_cluster-manifest.json"]]
     assert model_fetch.pulls_of(files, sizes, 0) == [[path] for path in files]
+    # Shards of at most batch_bytes together, in order; a larger one, and one without a size, alone.
+    shards = ["s%02d.safetensors" % index for index in range(7)] + [".llm_cluster-manifest.json"]
+    shard_sizes = dict.fromkeys(shards[:7], 4 << 20)
+    shard_sizes["s03.safetensors"] = 40 << 20
+    assert model_fetch.pulls_of(shards, shard_sizes, 1 << 20, 8 << 20) == [
+        ["s00.safetensors", "s01.safetensors"], ["s02.safetensors"], ["s03.safetensors"],
+        ["s04.safetensors", "s05.safetensors"], ["s06.safetensors"], [".llm_cluster-manifest.json"]]
+    assert model_fetch.pulls_of(shards, shard_sizes, 1 << 20, 0) == [[path] for path in shards]
     many = ["f%03d.json" % index for index in range(model_fetch.BATCH_FILES + 2)]
     split = model_fetch.pulls_of(many, dict.fromkeys(many, 10), 1 << 20)
     assert [len(pull) for pull in split] == [model_fetch.BATCH_FILES, 2] and sum(split, []) == many
