@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # What a deployment may change on a node, one line per item, sorted within each
 # part, so that the state before the first deploy and after teardown + restore
 # can be compared line by line:

@@ -149,8 +149,8 @@ HUGE = 10 ** 5000 - 1
     ({"addresses": {"master1": "Node1.example.", "worker1": "node1.example", "worker2": "192.0.2.3"}},
      "which are one address written differently"),
     ({"env_maps": {"prepare_env_extra": {"A B": "1"}}}, "prepare_env_extra has the key 'A B': environment variable names"),
-    ({"accounts": {"llm_cluster_user": "llm\nExecStartPre=/bin/sh"}}, "llm_cluster_user = 'llm\\nExecStartPre=/bin/sh' is not a "
-                                                                    "user name"),
+    ({"accounts": {"llm_cluster_user": "llm\nExecStartPre=/bin/sh"}},
+     "llm_cluster_user = 'llm\\nExecStartPre=/bin/sh' is not a user name"),
     ({"accounts": {"llm_cluster_user": "Admin"}}, "llm_cluster_user = 'Admin' is not a user name"),
     ({"accounts": {"llm_cluster_user": "x" * 33}}, "is not a user name: use lowercase letters"),
     ({"accounts": {"llm_cluster_user": ["root"]}}, "llm_cluster_user = ['root'] (list) is not a user name"),
