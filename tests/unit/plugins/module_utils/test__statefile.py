@@ -7,6 +7,7 @@ import json
 import os
 import stat
 import threading
+import time
 
 import pytest
 
@@ -91,6 +92,11 @@ def test_identity_mismatch_thread():
     finally:
         stop.set()
         thread.join()
+    # join() returns when the thread has cleared its TID; the kernel may list the task under /proc a moment
+    # longer, on a loaded machine. Wait (bounded) until it is gone.
+    deadline = time.monotonic() + 10
+    while os.path.exists("/proc/%d/task/%d" % (pid, tid)) and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert "exited" in sf.identity_mismatch(record, boot_id=boot, tid=tid)
 
 
