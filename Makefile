@@ -34,10 +34,10 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-lock.txt
 	touch $@
 
 # Also links Mitogen's Ansible plugins where .config/molecule/config.yml finds them,
-# and the three collections of the ansible package the tests use (LINKED), so that
+# and the four collections of the ansible package the tests use (LINKED), so that
 # Molecule's runs can leave the package's hundred others out of every listing
 # (ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=False there, docs/testing.md).
-LINKED := community/docker community/general ansible/posix
+LINKED := community/crypto community/docker community/general ansible/posix
 collection: venv
 	mkdir -p $(dir $(COLLECTION_LINK))
 	ln -sfn ../../../.. $(COLLECTION_LINK)

@@ -113,6 +113,7 @@ class ActionModule(ActionBase):
         container=dict(type="dict", default={}),
         env_maps=dict(type="dict", default={}),
         accounts=dict(type="dict", default={}),
+        tls=dict(type="dict", default={}),
         cluster_ports=dict(type="bool", default=True),
         strict=dict(type="raw", default=False),
     )

@@ -44,6 +44,13 @@ options:
       - A trailing C(/v1) (the OpenAI client's base URL) is accepted and removed.
     type: str
     required: true
+  ca_path:
+    description:
+      - PEM file of the CA (or the certificates) that an C(https) O(url)'s certificate must chain to, for example the
+        CA the serve role made (C(serve_tls)). Without it the system's trust store is used.
+      - The certificate must name the host of O(url) (its address or DNS name); a certificate that does not, or that
+        no trusted CA signed, fails the C(health) step with the reason.
+    type: path
   api_key:
     description: 'Key of the endpoint (vLLM C(--api-key)), sent as C(Authorization: Bearer <key>); none sends no key.'
     type: str
@@ -215,7 +222,9 @@ failed_step:
 
 import http.client
 import json
+import os
 import socket
+import ssl
 import time
 import urllib.error
 from secrets import token_hex
@@ -242,6 +251,22 @@ USER_AGENT = "aihost.llm_cluster-serve_probe"
 
 class NoAnswer(Exception):
     """The request got no HTTP answer (refused, reset, timed out, TLS error)."""
+
+
+class TlsFailed(NoAnswer):
+    """The TLS handshake failed: the certificate is not trusted or does not name the host, or the port speaks plain
+    HTTP. Waiting does not mend it."""
+
+
+def tls_error(exc):
+    """The ssl error behind a connection error, or None."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, ssl.SSLError) or exc.__class__.__name__ == "SSLValidationError":
+            return exc
+        exc = getattr(exc, "reason", None) if isinstance(exc, urllib.error.URLError) else exc.__cause__ or exc.__context__
+        seen += 1
+    return None
 
 
 class ProbeFailed(Exception):
@@ -348,8 +373,9 @@ class EngineWatch:
 
 
 class Probe:
-    def __init__(self, url, api_key, secrets=(), watch=None):
+    def __init__(self, url, api_key, secrets=(), watch=None, ca_path=None):
         self.url = url
+        self.ca_path = ca_path
         self.api_key = api_key
         self.secrets = [s for s in secrets if s]
         self.watch = watch
@@ -383,7 +409,7 @@ class Probe:
         started = time.time()
         try:
             response = open_url(self.url + path, data=data, headers=headers, method=method, timeout=timeout,
-                                use_proxy=False, http_agent=USER_AGENT, use_netrc=False)
+                                use_proxy=False, http_agent=USER_AGENT, use_netrc=False, ca_path=self.ca_path)
             status = response.getcode()
             raw = response.read()
         except urllib.error.HTTPError as exc:
@@ -393,6 +419,8 @@ class Probe:
             except (OSError, http.client.HTTPException, AttributeError):
                 raw = b""
         except (urllib.error.URLError, OSError, http.client.HTTPException, UrlsConnectionError, ValueError) as exc:
+            if tls_error(exc) is not None:
+                raise TlsFailed(self.scrub(describe_error(exc))) from exc
             raise NoAnswer(self.scrub(describe_error(exc))) from exc
         seconds = round(time.time() - started, 3)
         return status, raw.decode("utf-8", "replace"), seconds
@@ -417,6 +445,10 @@ class Probe:
                         self.watch.read()
                     return round(time.time() - started, 2)
                 last = self.answer("GET", "/health", status, body)
+            except TlsFailed as exc:
+                raise ProbeFailed("health", "the TLS handshake failed (%s): give ca_path the CA that signed the endpoint's "
+                                            "certificate, and a certificate that names %s; an endpoint that serves plain "
+                                            "HTTP needs an http:// URL" % (exc, urlsplit(self.url).hostname)) from exc
             except NoAnswer as exc:
                 last = "GET /health got no answer: %s" % exc
             if self.watch is not None:
@@ -543,7 +575,8 @@ def run_probe(params, result, run_command=None):
     watch = None
     if params["unit"] or params["container"]:
         watch = EngineWatch(run_command, unit=params["unit"], container=params["container"])
-    probe = Probe(base_url(params["url"]), params["api_key"], secrets=[params["api_key"]], watch=watch)
+    probe = Probe(base_url(params["url"]), params["api_key"], secrets=[params["api_key"]], watch=watch,
+                  ca_path=params.get("ca_path"))
     try:
         result["health_seconds"] = probe.wait_healthy(params["wait_timeout"], params["interval"])
     finally:
@@ -568,6 +601,7 @@ def main():
         argument_spec=dict(
             url=dict(type="str", required=True),
             api_key=dict(type="str", no_log=True),
+            ca_path=dict(type="path"),
             model=dict(type="str", required=True),
             prompt=dict(type="str", default="Hello"),
             max_tokens=dict(type="int", default=8, no_log=False),
@@ -587,6 +621,9 @@ def main():
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         module.fail_json(msg="url must be the endpoint's base URL, for example http://10.0.0.1:8000, got %s" % params["url"])
+    if params["ca_path"] and not os.path.isfile(params["ca_path"]):
+        module.fail_json(msg="ca_path %s is not a file on %s: copy the CA's PEM file there, or leave ca_path out"
+                         % (params["ca_path"], socket.gethostname()))
     if params["max_tokens"] < 1:
         module.fail_json(msg="max_tokens must be 1 or more, got %d" % params["max_tokens"])
     if params["wait_timeout"] < 0:

@@ -92,6 +92,12 @@ options:
     description: User names by variable name (C(llm_cluster_user)); each must be a user name C(useradd) accepts, or V(root).
     type: dict
     default: {}
+  tls:
+    description:
+      - The TLS settings of the API port. V(serve_tls_names) must be a list of DNS names or IP addresses;
+        V(serve_tls_cert_file) and V(serve_tls_key_file) are set together or not at all.
+    type: dict
+    default: {}
   cluster_ports:
     description:
       - Also check the ports and port ranges of the roles' defaults (Ray's fixed ports and worker range, the rsync

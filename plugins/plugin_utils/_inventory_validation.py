@@ -448,6 +448,42 @@ def _check_accounts(spec, errors):
                           "as root." % (name, _show(value)))
 
 
+# One DNS name: labels of letters, digits and '-' (not first or last), at most 253 characters.
+_DNS_NAME_RE = re.compile(r"(?=.{1,253}$)(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?", re.ASCII)
+
+
+def _check_tls(spec, errors):
+    tls = _dict(spec, "tls")
+    names = tls.get("serve_tls_names")
+    if names is not None and not isinstance(names, list):
+        errors.append("serve_tls_names = %s must be a list of DNS names or IP addresses, e.g. [api.example.com, 192.0.2.10]."
+                      % _show(names))
+        names = []
+    for name in names or []:
+        if isinstance(name, str):
+            try:
+                ipaddress.ip_address(name)
+                continue
+            except ValueError:
+                if _DNS_NAME_RE.fullmatch(name) and not name.replace(".", "").isdigit():
+                    continue
+        errors.append("serve_tls_names has %s, which is neither a DNS name nor an IP address: it goes into the API "
+                      "certificate's names; write e.g. api.example.com or 192.0.2.10." % _show(name))
+    cert, key = tls.get("serve_tls_cert_file") or "", tls.get("serve_tls_key_file") or ""
+    for name, value in (("serve_tls_cert_file", cert), ("serve_tls_key_file", key)):
+        problem = None
+        if not isinstance(value, str):
+            problem = "%s = %s must be a path on the controller." % (name, _show(value))
+        elif any(unicodedata.category(c).startswith("C") or unicodedata.category(c) in ("Zl", "Zp") for c in value):
+            problem = "%s = %s contains a control character: write the path of the PEM file on the controller." % (
+                name, _show(value))
+        if problem:
+            errors.append(problem)
+    if isinstance(cert, str) and isinstance(key, str) and bool(cert) != bool(key):
+        errors.append("serve_tls_cert_file = %s and serve_tls_key_file = %s: set both (the site certificate and its key, on "
+                      "the controller) or neither (the serve role makes a CA and a certificate)." % (_show(cert), _show(key)))
+
+
 def _show_tag(tag):
     text = repr(tag)
     return text if len(text) < 40 else "20250717"
@@ -504,6 +540,7 @@ def _checks(spec, members, errors, warnings):
         ("image_name, image_tag, container_name", lambda: _check_container(spec, errors)),
         ("environment maps", lambda: _check_env_names(spec, errors)),
         ("accounts", lambda: _check_accounts(spec, errors)),
+        ("serve_tls_names, serve_tls_cert_file, serve_tls_key_file", lambda: _check_tls(spec, errors)),
         ("passwords", lambda: _check_secrets(spec, warnings)),
         ("variable names", lambda: _check_unknown_variables(spec, warnings)),
     )
@@ -517,7 +554,8 @@ def verdict(spec):
     backend_type, model_type, model_path, paths {var: path}, interface_var, interfaces {host: value},
     cidrs {var: value or [values]}, cidr_lists {var: [values]}, booleans {var: value},
     flags {var: 0/1 value}, addresses {host: ansible_host}, container {var: value},
-    env_maps {var: {NAME: value}}, cleartext_secrets {host: [vars]},
+    env_maps {var: {NAME: value}}, accounts {var: user}, tls {serve_tls_names, serve_tls_cert_file,
+    serve_tls_key_file}, cleartext_secrets {host: [vars]},
     variables {scope: [names]}, known_variables [names].
     Never raises: a check that fails on a value reports it as an error.
     """

@@ -200,6 +200,9 @@ def plan(nodes, settings):
             entry.update({"dp_local": local, "dp_start_rank": start})
             start += local
         entry["argv"] = argv + common_tail
+        if entry["role"] == "api":
+            # What only the node that serves HTTP takes (the TLS certificate and key).
+            entry["argv"] += [str(a) for a in settings.get("api_args") or []]
         result["nodes"][node["host"]] = entry
     return result
 
@@ -280,6 +283,9 @@ def status(nodes, plan_result, settings):
         "completion": probe.get("completion"),
         "chat": probe.get("chat"),
         "auth_enforced": probe.get("auth_enforced"),
+        # The CA file on the controller that clients verify an https URL with (None: plain HTTP, or a site
+        # certificate the system's trust store verifies).
+        "ca_file": settings.get("ca_file") or None,
     }
     if probe and not probe.get("ready"):
         endpoint["failed_step"] = probe.get("failed_step")
@@ -319,6 +325,8 @@ def status_table(doc):
              "%s, %s, runtime %s, TP %s x PP %s x DP %s" % (
                  doc.get("backend"), doc.get("topology"), doc.get("runtime"), doc.get("tensor_parallel_size"),
                  doc.get("pipeline_parallel_size"), doc.get("data_parallel_size"))]
+    if endpoint.get("ca_file"):
+        lines.append("clients verify the certificate with %s (curl --cacert, SSL_CERT_FILE)" % endpoint["ca_file"])
     if completion:
         lines.append("completion: %s tokens in %.3f s, finish_reason %s; API key enforced: %s" % (
             completion.get("completion_tokens"), float(completion.get("seconds") or 0), completion.get("finish_reason"),

@@ -1,8 +1,8 @@
 # Copyright (c) 2026 aihost.llm_cluster contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """deploy.yml's serve step: vLLM behind Ray (TP=2 across two containers, NPU emulation) answers
-the controller with the API key only; a re-run changes nothing and keeps the engine; status.yml and
-bench.yml report it.
+the controller with the API key only, over TLS only (serve_tls, the CA the role made); a re-run
+changes nothing and keeps the engine; status.yml and bench.yml report it.
 
 Never asserts on generated text (random weights): status codes, token counts, finish reasons.
 The last tests run playbooks, so the file runs in the order it is written (once, on master1).
@@ -11,9 +11,12 @@ The last tests run playbooks, so the file runs in the order it is written (once,
 from __future__ import annotations
 
 import glob
+import http.client
 import json
 import os
 import re
+import socket
+import ssl
 import subprocess
 import urllib.error
 import urllib.request
@@ -26,6 +29,9 @@ testinfra_hosts = ["ansible://master1"]
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 ARTIFACTS = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "artifacts")
 KEY_FILE = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "credentials", "serve_api_key")
+# serve_tls: the CA and the API node's certificate, made on the controller beside the key.
+TLS_DIR = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "credentials", "tls")
+CONTEXT = ssl.create_default_context(cafile=os.path.join(TLS_DIR, "ca.crt")) if os.path.isdir(TLS_DIR) else None
 NAMES = ["master1", "worker1", "worker2"]
 MODEL = "tiny"
 
@@ -38,7 +44,7 @@ def nodes():
 @pytest.fixture(scope="module")
 def url(nodes):
     address = nodes["master1"].check_output("ip -4 -o addr show dev eth0").split()[3].split("/")[0]
-    return "http://%s:8000" % address
+    return "https://%s:8000" % address
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +60,7 @@ def request(url, path, body=None, key=None, timeout=120):
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url + path, data=data, headers=headers, method="POST" if data else "GET")
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout, context=CONTEXT) as resp:
             return resp.status, json.loads(resp.read() or b"null")
     except urllib.error.HTTPError as exc:
         return exc.code, None
@@ -111,7 +117,7 @@ def bare(url, method, path, authorization=None):
     data = b"" if method != "GET" else None
     req = urllib.request.Request(url + path, data=data, headers=headers, method=method)
     try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        with urllib.request.urlopen(req, timeout=30, context=CONTEXT) as resp:
             return resp.status
     except urllib.error.HTTPError as exc:
         return exc.code
@@ -137,6 +143,29 @@ def test_every_route_but_the_allowed_ones_needs_the_key(url, key):
     assert {op: bare(url, *op) for op in sorted(OPEN_ROUTES)} == {op: 200 for op in sorted(OPEN_ROUTES)}
     assert request(url, "/v1/models", key=key)[0] == 200
     assert bare(url, "POST", "/tokenize", "bearer " + key) != 401
+
+
+def test_api_speaks_tls_only_with_a_certificate_for_its_names(nodes, url):
+    host = url.split("//")[1].split(":")[0]
+    # Plain HTTP to the API port gets no HTTP answer.
+    with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+        urllib.request.urlopen(url.replace("https:", "http:") + "/health", timeout=30)
+    # A client that does not trust the CA the role made refuses the certificate.
+    with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+        urllib.request.urlopen(url + "/health", timeout=30, context=ssl.create_default_context())
+    # With the CA: the certificate names the head's cluster address and serve_tls_names, for a server only.
+    with socket.create_connection((host, 8000), timeout=30) as raw, CONTEXT.wrap_socket(raw, server_hostname=host) as tls:
+        cert = tls.getpeercert()
+    assert sorted(cert["subjectAltName"]) == sorted([("IP Address", host), ("DNS", "api.llm-cluster.test")])
+    # The keys: 0600 in a 0700 directory on the controller; on the API node readable by the engine's account only.
+    assert oct(os.stat(TLS_DIR).st_mode & 0o777) == "0o700"
+    assert {name: oct(os.stat(os.path.join(TLS_DIR, name)).st_mode & 0o777) for name in ("ca.key", "server.key")} == \
+        {"ca.key": "0o600", "server.key": "0o600"}
+    head = nodes["master1"]
+    key = head.file("/etc/llm_cluster/tls/server.key")
+    assert (key.mode, key.user, key.group) == (0o640, "root", "llm-cluster")
+    for name in ("worker1", "worker2"):
+        assert not nodes[name].file("/etc/llm_cluster/tls").exists
 
 
 def test_tensor_parallel_workers_run_on_two_nodes(nodes):
@@ -175,6 +204,7 @@ def test_report_names_the_endpoint_and_the_engine(nodes):
     assert (doc["backend"], doc["topology"], doc["tensor_parallel_size"]) == ("vllm", "ray", 2)
     assert doc["endpoint"]["ready"] and doc["endpoint"]["models"] == [MODEL]
     assert doc["endpoint"]["auth_enforced"] is True
+    assert doc["endpoint"]["url"].startswith("https://") and doc["endpoint"]["ca_file"] == os.path.join(TLS_DIR, "ca.crt")
     head = [n for n in doc["nodes"] if n["host"] == "master1"][0]
     assert head["engine"]["state"] == "active" and head["engine"]["pid"] == engine_pid(nodes["master1"])
 
@@ -230,7 +260,7 @@ def test_an_engine_that_dies_is_reported_when_it_dies_and_explained_from_every_n
                       "-e", '{"serve_extra_args": ["--kv-cache-memory-bytes", "4096"]}')[0]
     assert result.returncode != 0
     out = " ".join(result.stdout.split())
-    assert "http://" in out and "before its 900s" in out, out[-3000:]
+    assert "https://" in out and "before its 900s" in out, out[-3000:]
     # Caught while systemd holds the restart (RestartSec=15), with the exit status; or, on a machine slow
     # enough to miss those 15 s, by the restart count.
     assert re.search(r"the engine's unit llm-cluster-engine\.service ((exited and waits to be restarted|stopped) "
@@ -257,6 +287,7 @@ def test_teardown_removes_the_engine_and_changes_nothing_twice(nodes, url, key):
     head = nodes["master1"]
     assert not head.file("/etc/systemd/system/llm-cluster-engine.service").exists
     assert not head.file("/etc/llm_cluster/engine.env").exists
+    assert not head.file("/etc/llm_cluster/tls").exists
     assert head.run("pgrep -f '[v]llm serve'").rc == 1
     assert head.service("llm-cluster-ray-head").is_running
     result, changed = playbook("teardown", "--tags", "serve")

@@ -595,3 +595,103 @@ def test_missing_container_fails_with_docker_s_answer(fake):
 def test_unit_and_container_are_exclusive(fake):
     result = probe(fake.url, unit=UNIT, container="llm-cluster-engine")
     assert result["failed"] and "mutually exclusive" in result["msg"] and fake.requests == []
+
+
+# TLS: the same fake behind Python's ssl with certificates made here by the cryptography package (a CA, a
+# certificate it signs for 127.0.0.1, and one it signs for another address), as the serve role makes them.
+def _certificates(directory):
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    import ipaddress
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def write(name, data):
+        path = os.path.join(directory, name)
+        with open(path, "wb") as handle:
+            handle.write(data)
+        return path
+
+    def key_pem(key):
+        return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+
+    ca_key = ec.generate_private_key(ec.SECP384R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "llm_cluster CA (test)")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+          .not_valid_after(now + datetime.timedelta(days=30))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+          .sign(ca_key, hashes.SHA256()))
+    paths = {"ca": write("ca.crt", ca.public_bytes(serialization.Encoding.PEM))}
+    for name, address in (("server", "127.0.0.1"), ("other", "192.0.2.7")):
+        key = ec.generate_private_key(ec.SECP384R1())
+        cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, address)]))
+                .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=30))
+                .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(address))]), critical=False)
+                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+                .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+                .sign(ca_key, hashes.SHA256()))
+        paths[name] = (write(name + ".crt", cert.public_bytes(serialization.Encoding.PEM)), write(name + ".key", key_pem(key)))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory):
+    pytest.importorskip("cryptography")
+    return _certificates(str(tmp_path_factory.mktemp("tls")))
+
+
+@pytest.fixture(params=["server", "other"])
+def tls_fake(request, certificates):
+    import ssl
+
+    state = FakeVllm()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(state))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*certificates[request.param])
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    state.url = "https://127.0.0.1:%d" % server.server_address[1]
+    state.cert = request.param
+    state.ca = certificates["ca"]
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def test_https_endpoint_is_probed_with_the_ca_and_refused_without_it(tls_fake):
+    trusted = probe(tls_fake.url, ca_path=tls_fake.ca, chat=True)
+    untrusted = probe(tls_fake.url, wait_timeout=30, interval=0.05)
+    plain = probe(tls_fake.url.replace("https:", "http:"), wait_timeout=1, interval=0.05)
+    if tls_fake.cert == "server":
+        assert not trusted.get("failed"), trusted
+        assert trusted["ready"] and trusted["auth_enforced"] and trusted["completion"]["completion_tokens"] == 8
+    else:
+        # Signed by the trusted CA for 192.0.2.7: the address the probe dials is not in it.
+        assert trusted["failed"] and trusted["failed_step"] == "health", trusted
+        assert "TLS handshake failed" in trusted["msg"] and "127.0.0.1" in trusted["msg"], trusted["msg"]
+    # Not signed by a CA the system trusts: fails at the first poll, not after wait_timeout.
+    assert untrusted["failed"] and untrusted["failed_step"] == "health"
+    assert "TLS handshake failed" in untrusted["msg"] and "certificate" in untrusted["msg"].lower(), untrusted["msg"]
+    assert "not healthy after" not in untrusted["msg"]
+    # Plain HTTP to the TLS port gets no HTTP answer; the probe waits, as for an engine that is not up yet.
+    assert plain["failed"] and plain["failed_step"] == "health" and "not healthy after 1s" in plain["msg"], plain["msg"]
+    assert_no_key(trusted)
+    assert_no_key(untrusted)
+
+
+def test_ca_path_that_is_not_a_file_fails_before_any_request(tmp_path):
+    result = probe("https://127.0.0.1:1", ca_path=str(tmp_path / "missing.crt"))
+    assert result["failed"] and "ca_path" in result["msg"] and "is not a file" in result["msg"]
+    assert "failed_step" not in result

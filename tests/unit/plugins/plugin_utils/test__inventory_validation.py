@@ -155,6 +155,15 @@ HUGE = 10 ** 5000 - 1
     ({"accounts": {"llm_cluster_user": "x" * 33}}, "is not a user name: use lowercase letters"),
     ({"accounts": {"llm_cluster_user": ["root"]}}, "llm_cluster_user = ['root'] (list) is not a user name"),
     ({"accounts": {"llm_cluster_user": ""}}, "or root to run Ray and the engine as root"),
+    ({"tls": {"serve_tls_names": "api.example.com"}}, "serve_tls_names = 'api.example.com' must be a list"),
+    ({"tls": {"serve_tls_names": ["api.example.com", "bad name"]}},
+     "serve_tls_names has 'bad name', which is neither a DNS name nor an IP address"),
+    ({"tls": {"serve_tls_names": ["api.example.com\nDNS:evil.example"]}}, "which is neither a DNS name nor an IP address"),
+    ({"tls": {"serve_tls_names": ["-api.example.com"]}}, "which is neither a DNS name nor an IP address"),
+    ({"tls": {"serve_tls_names": ["10.0.0.256"]}}, "which is neither a DNS name nor an IP address"),
+    ({"tls": {"serve_tls_names": [8000]}}, "serve_tls_names has 8000"),
+    ({"tls": {"serve_tls_cert_file": "/etc/site/api.crt"}}, "set both (the site certificate and its key"),
+    ({"tls": {"serve_tls_key_file": "/etc/site/api.key\n"}}, "serve_tls_key_file = '/etc/site/api.key\\n' contains a control"),
 ])
 def test_hostile_value_is_reported_with_variable_and_fix(changes, expected):
     errors = validate(spec_with(**changes))
@@ -206,7 +215,7 @@ YAML_SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=
                                    "fe80::/10", "10.0.0.0/8", "\n", "$(id)", "\u202e", "eth0"]))
 YAML_VALUES = st.recursive(YAML_SCALARS, lambda inner: st.lists(inner, max_size=4)
                            | st.dictionaries(st.text(max_size=8) | st.integers(), inner, max_size=4), max_leaves=8)
-SPEC_KEYS = sorted(GOOD) + ["all_hosts", "cluster_ports", "port_ranges", "paths", "cidr_lists", "env_maps", "accounts",
+SPEC_KEYS = sorted(GOOD) + ["all_hosts", "cluster_ports", "port_ranges", "paths", "cidr_lists", "env_maps", "accounts", "tls",
                             "cleartext_secrets", "variables", "known_variables"]
 
 
@@ -249,3 +258,8 @@ def test_every_bad_scalar_names_its_variable(changes):
 ])
 def test_published_images_and_tags_are_recognised(image, tag):
     assert validate(spec_with(container={"image_name": image, "image_tag": tag, "container_name": "openeuler_ds"})) == []
+
+
+def test_tls_names_and_a_site_certificate_pair_pass():
+    assert validate(spec_with(tls={"serve_tls_names": ["api.example.com", "llm-1.internal.", "192.0.2.10", "2001:db8::1"],
+                                   "serve_tls_cert_file": "/etc/site/api chain.pem", "serve_tls_key_file": "/etc/site/api.key"})) == []

@@ -165,6 +165,18 @@ def test_single_node_serves_on_the_head_only():
                                            "--enforce-eager", "--kv-cache-memory-bytes", "33554432"]
 
 
+def test_tls_arguments_go_to_the_node_that_serves_http_only():
+    tls = ["--ssl-certfile", "/etc/llm_cluster/tls/server.crt", "--ssl-keyfile", "/etc/llm_cluster/tls/server.key"]
+    plan = _serve.plan(a2_nodes(3), ascend_settings(api_args=tls))
+    roles = {host: entry["role"] for host, entry in plan["nodes"].items()}
+    assert roles == {"master1": "api", "worker1": "headless", "worker2": "headless"}
+    assert plan["nodes"]["master1"]["argv"][-4:] == tls
+    assert not any("--ssl-certfile" in plan["nodes"][h]["argv"] for h in ("worker1", "worker2"))
+    plan = _serve.plan(cpu_nodes(2), {"topology": "ray", "tensor_parallel_size": 2, "allow_cpu_ray": True,
+                                      "model_path": "/m", "model_name": "m", "api_args": tls})
+    assert plan["nodes"]["n0"]["argv"][-4:] == tls and plan["nodes"]["n1"]["argv"] == []
+
+
 def test_single_node_with_more_parallelism_than_devices_is_an_error():
     plan = _serve.plan(a2_nodes(1), {"backend": "vllm_ascend", "tensor_parallel_size": 16, "model_path": "/m",
                                      "model_name": "m"})
@@ -227,6 +239,10 @@ def test_status_document_and_table():
     assert doc["nodes"][1]["engine"] is None and doc["endpoint"]["ready"] is True
     lines = _serve.status_table(doc)
     assert lines[0] == "endpoint http://10.0.0.1:8000 model tiny: ready"
+    assert doc["endpoint"]["ca_file"] is None and not any("--cacert" in line for line in lines)
+    tls = _serve.status([], plan, {"url": "https://10.0.0.1:8000", "probe": probe, "ca_file": "/inv/credentials/tls/ca.crt"})
+    assert tls["endpoint"]["ca_file"] == "/inv/credentials/tls/ca.crt"
+    assert "clients verify the certificate with /inv/credentials/tls/ca.crt" in _serve.status_table(tls)[2]
     summary = _serve.cluster_status({"complete": True, "nodes": [{"host": "n0", "in_cluster": True, "role": "head"}]}, doc,
                                     {"n0": {"type": "none", "count": 0, "devices": []}, "n1": {"type": "none", "devices": []}})
     assert summary["healthy"] is True and [n["host"] for n in summary["nodes"]] == ["n0", "n1"]
