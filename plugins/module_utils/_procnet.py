@@ -12,6 +12,8 @@ import re
 TCP_LISTEN = "0A"
 _SOCKET_RE = re.compile(r"^socket:\[(\d+)\]$")
 _UNIT_RE = re.compile(r"/([^/]+\.(?:service|scope))(?:/|$)")
+# A Docker container's cgroup: /docker/<id> (cgroupfs driver) or docker-<id>.scope (systemd driver).
+_CONTAINER_RE = re.compile(r"(?:/docker/|/docker-)([0-9a-f]{64})(?:\.scope)?(?:/|$)")
 
 
 def parse_proc_net_tcp(text):
@@ -30,6 +32,15 @@ def unit_of_cgroup(text):
     """Return the systemd unit (name.service or name.scope) found in /proc/<pid>/cgroup text, or None."""
     for line in text.splitlines():
         match = _UNIT_RE.search(line.split(":", 2)[-1])
+        if match:
+            return match.group(1)
+    return None
+
+
+def container_of_cgroup(text):
+    """Return the Docker container ID found in /proc/<pid>/cgroup text, or None."""
+    for line in text.splitlines():
+        match = _CONTAINER_RE.search(line.split(":", 2)[-1])
         if match:
             return match.group(1)
     return None
@@ -69,21 +80,26 @@ def listening_ports(proc_root="/proc"):
     for port, found in inodes.items():
         owners = []
         for pid in sorted(set().union(*[by_inode.get(i, set()) for i in found])):
+            cgroup = _read(os.path.join(proc_root, str(pid), "cgroup"))
             owners.append({
                 "pid": pid,
                 "comm": _read(os.path.join(proc_root, str(pid), "comm")).strip(),
-                "unit": unit_of_cgroup(_read(os.path.join(proc_root, str(pid), "cgroup"))),
+                "unit": unit_of_cgroup(cgroup),
+                "container": container_of_cgroup(cgroup),
             })
         result[port] = owners
     return result
 
 
-def foreign_owners(owners, prefix="llm-cluster-"):
-    """The owners of a port that do not run in one of this collection's units (named with prefix)."""
-    return [owner for owner in owners or [] if not (owner.get("unit") or "").startswith(prefix)]
+def foreign_owners(owners, prefix="llm-cluster-", containers=()):
+    """The owners of a port that run neither in one of this collection's units (named with prefix) nor in one
+    of its containers (``containers``: full IDs, the serve role's engine containers)."""
+    return [owner for owner in owners or [] if not (owner.get("unit") or "").startswith(prefix)
+            and not (owner.get("container") and owner["container"] in containers)]
 
 
 def describe_owners(owners):
     """'pid 77 (redis-server, unit redis.service), ...' for messages."""
-    return ", ".join("pid %s (%s%s)" % (o.get("pid"), o.get("comm") or "?", ", unit " + o["unit"] if o.get("unit") else "")
+    return ", ".join("pid %s (%s%s%s)" % (o.get("pid"), o.get("comm") or "?", ", unit " + o["unit"] if o.get("unit") else "",
+                                          ", container " + o["container"][:12] if o.get("container") else "")
                      for o in owners)

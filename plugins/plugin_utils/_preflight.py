@@ -165,7 +165,7 @@ def _check_ports(host, node, settings):
     prefix = settings.get("managed_unit_prefix", "llm-cluster-")
     names = {int(v): k for k, v in (settings.get("ports") or {}).items()}
     for port in (node.get("facts") or {}).get("ports") or []:
-        foreign = foreign_owners(port.get("owners"), prefix)
+        foreign = foreign_owners(port.get("owners"), prefix, node.get("own_containers") or ())
         name = names.get(port["port"], "port")
         if foreign:
             host.check("port_free", False, "%s %d is in use by %s" % (name, port["port"], describe_owners(foreign)),

@@ -135,6 +135,17 @@ def test_port_in_use_by_a_stranger_but_not_by_our_units(nodes):
                                "stop that service or choose another llm_port"]
 
 
+def test_port_held_by_our_engine_container_is_ours_and_another_container_s_is_not(nodes):
+    ours, theirs = "a" * 64, "b" * 64
+    nodes[0]["own_containers"] = [ours]
+    nodes[0]["facts"]["ports"][1] = {"port": 8000, "free": False,
+                                     "owners": [{"pid": 42, "comm": "vllm", "unit": None, "container": ours}]}
+    assert failures(nodes) == []
+    nodes[0]["facts"]["ports"][1]["owners"][0]["container"] = theirs
+    assert failures(nodes) == ["master1: llm_port 8000 is in use by pid 42 (vllm, container bbbbbbbbbbbb); "
+                               "stop that service or choose another llm_port"]
+
+
 def test_clock_offset_beyond_bound_blames_both_ends(nodes):
     nodes[0]["probe"]["results"][1]["clock_offset"] = 3.0
     msgs = failures(nodes)
