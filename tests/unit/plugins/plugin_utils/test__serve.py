@@ -75,8 +75,12 @@ def test_data_parallel_lines_equal_llm_solution(count):
         ours_words, ours = flags(plan["nodes"][node["host"]]["argv"])
         theirs_words, theirs = flags(shlex.split(llm_solution_line(count, rank)))
         assert ours_words == theirs_words
-        # Every flag llm_solution passes, with its value; ours adds only the name, the listen address and
-        # --trust-remote-code (which llm_solution passes on its single-node line).
+        # Every flag llm_solution passes, with its value, but the head's --data-parallel-start-rank 0: the
+        # default, and from vLLM 0.10 on the switch to hybrid load balancing that refuses headless nodes.
+        if not rank:
+            assert theirs.pop("--data-parallel-start-rank") == "0" and "--data-parallel-start-rank" not in ours
+        # Ours adds only the name, the listen address and --trust-remote-code (which llm_solution passes on
+        # its single-node line).
         assert {k: ours.get(k) for k in theirs} == theirs
         assert set(ours) - set(theirs) == {"--served-model-name", "--host", "--port", "--trust-remote-code"}
         assert plan["nodes"][node["host"]]["role"] == ("headless" if rank else "api")
@@ -103,6 +107,8 @@ def test_data_parallel_units_render_the_same_lines(count):
         assert flags(shlex.split(exec_start)) == flags(plan["nodes"][node["host"]]["argv"])
         theirs = flags(shlex.split(llm_solution_line(count, rank)))[1]
         ours = flags(shlex.split(exec_start))[1]
+        if not rank:
+            theirs.pop("--data-parallel-start-rank")
         assert {k: ours.get(k) for k in theirs} == theirs
 
 
@@ -206,25 +212,40 @@ def test_unit_args_quote_what_systemd_would_split_or_expand():
     assert text.split(" \\\n    ") == ["/v/bin/vllm", "serve", "/m", "--x", "'{\"a\": 1}'", "50%%", "$$HOME"]
 
 
-def test_container_line_for_an_atlas_node():
-    args = _serve.container_args({"name": "openeuler_ds", "image": "hub/mindspore:20250717", "argv": ["vllm-mindspore", "serve", "/m"],
-                                  "env_files": ["/etc/llm_cluster/env"], "shm_size": "500g", "accelerator": "npu", "count": 8,
-                                  "model_path": "/m", "labels": {"org.aihost.llm_cluster.spec": "abc"}})
-    assert args[:2] == ["docker", "run"] and "--privileged" not in args
-    devices = [args[i + 1] for i, a in enumerate(args) if a == "--device"]
-    assert devices == ["/dev/davinci%d" % i for i in range(8)] + ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
-    assert ["--network", "host"] == args[args.index("--network"):args.index("--network") + 2]
-    assert "/m:/m:ro" in args and "/usr/local/bin/npu-smi:/usr/local/bin/npu-smi:ro" in args
-    assert args[-5:] == ["--entrypoint", "vllm-mindspore", "hub/mindspore:20250717", "serve", "/m"]
-    assert "org.aihost.llm_cluster.spec=abc" in args
+def test_container_for_an_atlas_node():
+    params = _serve.container_params({"name": "openeuler_ds", "image": "hub/mindspore:20250717",
+                                      "argv": ["vllm-mindspore", "serve", "/m"], "env": {"B": 2, "A": "x"},
+                                      "shm_size": "500g", "accelerator": "npu", "count": 8, "model_path": "/m",
+                                      "volumes": ["/etc/llm_cluster/engine.key:/etc/llm_cluster/engine.key:ro"]})
+    assert params["privileged"] is False and params["restart"] is False
+    control = ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
+    assert params["devices"] == ["/dev/davinci%d" % i for i in range(8)] + control
+    assert (params["network_mode"], params["ipc_mode"], params["shm_size"]) == ("host", "host", "500g")
+    assert "/m:/m:ro" in params["volumes"] and "/usr/local/bin/npu-smi:/usr/local/bin/npu-smi:ro" in params["volumes"]
+    assert params["volumes"][-1] == "/etc/llm_cluster/engine.key:/etc/llm_cluster/engine.key:ro"
+    assert (params["entrypoint"], params["command"]) == (["vllm-mindspore"], ["serve", "/m"])
+    assert params["env"] == {"A": "x", "B": "2"} and "device_requests" not in params
+    assert params["comparisons"]["*"] == "strict" and params["restart_policy"] == "unless-stopped"
 
 
-def test_container_line_for_gpus_and_privileged_on_request():
-    args = _serve.container_args({"name": "e", "image": "vllm/vllm-openai:v0.33.0", "argv": ["vllm", "serve", "/m"],
-                                  "accelerator": "gpu", "count": 8, "model_path": "/m", "privileged": True})
-    assert "--gpus" in args and args[args.index("--gpus") + 1] == "all" and "--privileged" in args
+def test_container_for_gpus_and_privileged_on_request():
+    params = _serve.container_params({"name": "e", "image": "vllm/vllm-openai:v0.33.0", "argv": ["vllm", "serve", "/m"],
+                                      "accelerator": "gpu", "count": 8, "model_path": "/m", "privileged": True,
+                                      "restart": True})
+    assert params["device_requests"] == [{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]
+    assert params["privileged"] is True and params["restart"] is True and params["devices"] == []
     with pytest.raises(ValueError, match="container spec needs image"):
-        _serve.container_args({"name": "e", "argv": ["vllm"], "model_path": "/m"})
+        _serve.container_params({"name": "e", "argv": ["vllm"], "model_path": "/m"})
+
+
+def test_container_params_are_options_docker_container_knows():
+    from ansible_collections.community.docker.plugins.modules import docker_container  # noqa: F401 pylint: disable=unused-import
+    import yaml
+    options = set(yaml.safe_load(docker_container.DOCUMENTATION)["options"])
+    params = _serve.container_params({"name": "e", "image": "i", "argv": ["vllm", "serve", "/m"], "model_path": "/m",
+                                      "accelerator": "gpu", "count": 1})
+    assert set(params) - options == set()
+    assert set(params["comparisons"]) - {"*"} <= options
 
 
 def test_status_document_and_table():
