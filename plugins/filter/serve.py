@@ -26,12 +26,12 @@ def serve_backend(requested, backend_type, accelerator):
         raise AnsibleFilterError(str(exc))
 
 
-def serve_container_args(spec):
-    """docker run argv of a node's engine container; see plugin_utils/_serve.py."""
+def serve_container_params(spec):
+    """community.docker.docker_container options of a node's engine container; see plugin_utils/_serve.py."""
     try:
-        return _serve.container_args(spec)
+        return _serve.container_params(spec)
     except (KeyError, ValueError) as exc:
-        raise AnsibleFilterError("serve_container_args: %s" % exc)
+        raise AnsibleFilterError("serve_container_params: %s" % exc)
 
 
 def serve_status(nodes, plan, settings):
@@ -68,7 +68,7 @@ class FilterModule(object):
             "llm_cluster_status": llm_cluster_status,
             "llm_cluster_status_table": llm_cluster_status_table,
             "serve_backend": serve_backend,
-            "serve_container_args": serve_container_args,
+            "serve_container_params": serve_container_params,
             "serve_plan": serve_plan,
             "serve_status": serve_status,
             "serve_status_table": serve_status_table,

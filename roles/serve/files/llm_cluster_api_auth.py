@@ -9,8 +9,11 @@ only a few path prefixes (/v1, /v2, /inference, /cohere); this guard refuses
 every request without the key except the few read-only routes in OPEN_ROUTES,
 so that a route added by a later engine release needs the key too.
 
-Pure ASGI, standard library only: it reads the key from VLLM_API_KEY when the
-application is built (an empty or missing key stops the server from starting),
+Pure ASGI, standard library only: it reads the key when the application is
+built, from the file LLM_CLUSTER_API_KEY_FILE names (the container runtime: a
+0600 file mounted read-only, so the key is not in the container's environment
+that ``docker inspect`` shows) or else from VLLM_API_KEY (an empty or missing
+key, or an unreadable file, stops the server from starting),
 accepts exactly one ``Authorization: Bearer <key>`` header (scheme in any case,
 one space, the key byte for byte), compares digests in constant time, and
 answers 401 before the request's body is read.
@@ -22,6 +25,7 @@ import json
 import os
 
 KEY_ENV = "VLLM_API_KEY"
+KEY_FILE_ENV = "LLM_CLUSTER_API_KEY_FILE"
 
 # (method, path) pairs served without the key: health checks and Prometheus
 # metrics. Exact matches only ("/health/" or "/metrics/x" need the key).
@@ -77,10 +81,22 @@ class ApiKeyGuard:
     """ASGI middleware: 401 for every request without the key, except OPEN_ROUTES."""
 
     def __init__(self, app, api_key=None):
-        key = os.environ.get(KEY_ENV, "") if api_key is None else api_key
+        source = KEY_ENV
+        if api_key is not None:
+            key = api_key
+        elif os.environ.get(KEY_FILE_ENV):
+            source = os.environ[KEY_FILE_ENV]
+            try:
+                with open(source, encoding="utf-8") as handle:
+                    key = handle.read().rstrip("\n")
+            except OSError as exc:
+                raise RuntimeError("llm_cluster_api_auth: cannot read the key file %s (%s); the engine refuses to "
+                                   "serve without an API key" % (source, exc.strerror)) from exc
+        else:
+            key = os.environ.get(KEY_ENV, "")
         if not key:
             raise RuntimeError("llm_cluster_api_auth: %s is empty; the engine refuses to serve without an API key"
-                               % KEY_ENV)
+                               % source)
         self.app = app
         self._key_digest = _digest(key.encode("utf-8"))
 

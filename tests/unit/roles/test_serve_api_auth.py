@@ -96,6 +96,28 @@ def test_key_is_read_from_vllm_api_key(monkeypatch):
     assert status(call(guard, "GET", "/v1/models", bearer(KEY))[0]) == 401
 
 
+def test_key_file_wins_over_vllm_api_key(monkeypatch, tmp_path):
+    path = tmp_path / "engine.key"
+    path.write_text("from-file\n", encoding="utf-8")
+    monkeypatch.setenv("VLLM_API_KEY", "from-env")
+    monkeypatch.setenv("LLM_CLUSTER_API_KEY_FILE", str(path))
+    guard = auth.ApiKeyGuard(Inner())
+    assert status(call(guard, "GET", "/v1/models", bearer("from-file"))[0]) == 200
+    assert status(call(guard, "GET", "/v1/models", bearer("from-file\n"))[0]) == 401
+    assert status(call(guard, "GET", "/v1/models", bearer("from-env"))[0]) == 401
+
+
+@pytest.mark.parametrize("content", [None, "", "\n"])
+def test_missing_or_empty_key_file_refuses_to_build_the_application(monkeypatch, tmp_path, content):
+    path = tmp_path / "engine.key"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    monkeypatch.setenv("VLLM_API_KEY", "from-env")
+    monkeypatch.setenv("LLM_CLUSTER_API_KEY_FILE", str(path))
+    with pytest.raises(RuntimeError, match="cannot read the key file|is empty"):
+        auth.ApiKeyGuard(Inner())
+
+
 @pytest.mark.parametrize("value", [None, ""])
 def test_no_key_refuses_to_build_the_application(monkeypatch, value):
     if value is None:

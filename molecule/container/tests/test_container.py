@@ -1,0 +1,216 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The serve role's container runtime, run for real: Docker inside the two nodes, the engine image
+loaded from its archive on each, llm_solution's data-parallel engine in a container on each node (the
+worker --headless) answering the controller with the key only, both ranks serving. A second run keeps
+the containers, a changed flag recreates them (the API node first), is_stop_other_container stops and
+records a decoy container, and teardown removes the engines and starts the decoy again.
+
+Never asserts on generated text (random weights): status codes, token counts, finish reasons.
+The tests run playbooks, so the file runs in the order it is written (once, on ct-master1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import testinfra
+
+testinfra_hosts = ["ansible://ct-master1"]
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+KEY_FILE = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "credentials", "serve_api_key")
+NAMES = ["ct-master1", "ct-worker1"]
+MODEL = "tiny"
+IMAGE = "aihost-llm-cluster/engine-vllm-cpu:0.32.0"
+ENGINE = "openeuler_llm"
+DECOY = "llmc-decoy"
+
+
+@pytest.fixture(scope="module")
+def nodes():
+    return {name: testinfra.get_host("ansible://%s?ansible_inventory=%s" % (name, INVENTORY)) for name in NAMES}
+
+
+@pytest.fixture(scope="module")
+def url(nodes):
+    address = nodes["ct-master1"].check_output("ip -4 -o addr show dev eth0").split()[3].split("/")[0]
+    return "http://%s:8000" % address
+
+
+@pytest.fixture(scope="module")
+def key():
+    with open(KEY_FILE, encoding="utf-8") as handle:
+        return handle.read().strip()
+
+
+def request(url, path, body=None, key=None, timeout=120):
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = "Bearer " + key
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url + path, data=data, headers=headers, method="POST" if data else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, None
+
+
+def playbook(name, *extra):
+    result = subprocess.run(["ansible-playbook", "-i", INVENTORY, "aihost.llm_cluster." + name] + list(extra),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=1200,
+                            check=False)
+    changed = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", result.stdout, re.M)}
+    return result, changed
+
+
+def inspect(node, name):
+    """docker inspect of one container on the node, or None when it does not exist."""
+    result = node.run("docker inspect %s" % name)
+    return json.loads(result.stdout)[0] if result.rc == 0 else None
+
+
+def completion(url, key, tokens=8):
+    return request(url, "/v1/completions", {"model": MODEL, "prompt": "The cluster", "max_tokens": tokens,
+                                            "temperature": 0, "ignore_eos": True}, key)
+
+
+def test_image_came_from_the_archive_and_no_copy_is_left(nodes):
+    for node in nodes.values():
+        assert node.run("docker image inspect %s" % IMAGE).rc == 0
+        # The archive was read where it lies (serve_image_archive_remote_src); nothing copied to the state directory.
+        assert node.run("ls /var/lib/llm_cluster/engine/*.tar").rc != 0
+
+
+def test_engine_containers_run_llm_solution_s_data_parallel_lines(nodes):
+    head, worker = inspect(nodes["ct-master1"], ENGINE), inspect(nodes["ct-worker1"], ENGINE)
+    for container in (head, worker):
+        assert container["State"]["Running"] is True
+        host = container["HostConfig"]
+        assert (host["NetworkMode"], host["IpcMode"], host["Privileged"]) == ("host", "host", False)
+        assert host["RestartPolicy"]["Name"] == "unless-stopped"
+        mounts = {m["Destination"]: m for m in container["Mounts"]}
+        assert mounts["/srv/models/tiny"]["RW"] is False
+        assert container["Config"]["Entrypoint"] == ["vllm"]
+        assert container["Config"]["Cmd"][:2] == ["serve", "/srv/models/tiny"]
+    # The key file only where the API is served.
+    assert {m["Destination"]: m for m in head["Mounts"]}["/etc/llm_cluster/engine.key"]["RW"] is False
+    assert "/etc/llm_cluster/engine.key" not in {m["Destination"] for m in worker["Mounts"]}
+    head_args, worker_args = head["Config"]["Cmd"], worker["Config"]["Cmd"]
+    for args in (head_args, worker_args):
+        assert args[args.index("--data-parallel-size") + 1] == "2"
+        assert args[args.index("--data-parallel-size-local") + 1] == "1"
+        assert args[args.index("--data-parallel-rpc-port") + 1] == "12570"
+    assert "--headless" in worker_args and "--headless" not in head_args
+    assert worker_args[worker_args.index("--data-parallel-start-rank") + 1] == "1"
+    assert "--data-parallel-start-rank" not in head_args
+
+
+def test_completion_from_the_controller(url, key):
+    status, body = completion(url, key, 16)
+    assert status == 200
+    assert body["usage"]["completion_tokens"] == 16
+    assert body["choices"][0]["finish_reason"] == "length"
+
+
+def engine_successes(url):
+    """vLLM's finished-request counter per data-parallel engine, from /metrics (open without the key)."""
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    counts = {}
+    for match in re.finditer(r'^vllm:request_success_total\{([^}]*)\} ([0-9.e+]+)$', text, re.M):
+        engine = re.search(r'engine="(\d+)"', match.group(1))
+        if engine:
+            counts[engine.group(1)] = counts.get(engine.group(1), 0) + float(match.group(2))
+    return counts
+
+
+def test_both_data_parallel_ranks_serve(url, key):
+    before = engine_successes(url)
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda index: completion(url, key, 8), range(8)))
+    assert [result[0] for result in results] == [200] * 8
+    assert {result[1]["usage"]["completion_tokens"] for result in results} == {8}
+    after = engine_successes(url)
+    served = {engine: after.get(engine, 0) - before.get(engine, 0) for engine in after}
+    assert sum(served.values()) == 8 and set(served) == {"0", "1"}, served
+    # The coordinator spreads concurrent requests over both ranks (the worker's engine is rank 1).
+    assert served["1"] > 0 and served["0"] > 0, served
+
+
+def test_requests_without_the_key_are_refused(url, key):
+    assert request(url, "/v1/models")[0] == 401
+    assert request(url, "/invocations", {"prompt": "x"})[0] == 401
+    assert request(url, "/v1/models", key=key[::-1])[0] == 401
+    status, body = request(url, "/v1/models", key=key)
+    assert status == 200 and [m["id"] for m in body["data"]] == [MODEL]
+
+
+def test_the_key_is_in_no_container_environment_and_no_process_list(nodes, key):
+    head = nodes["ct-master1"]
+    container = inspect(head, ENGINE)
+    env = container["Config"]["Env"]
+    assert not [line for line in env if key in line]
+    assert "LLM_CLUSTER_API_KEY_FILE=/etc/llm_cluster/engine.key" in env
+    key_file = head.file("/etc/llm_cluster/engine.key")
+    assert (key_file.mode, key_file.user) == (0o600, "root")
+    assert key not in head.check_output("ps -eo args")
+
+
+def test_second_run_keeps_the_containers(nodes):
+    before = {name: inspect(node, ENGINE) for name, node in nodes.items()}
+    result, changed = playbook("deploy", "--tags", "serve")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert changed == {name: 0 for name in NAMES}, result.stdout[-3000:]
+    for name, node in nodes.items():
+        after = inspect(node, ENGINE)
+        assert (after["Id"], after["State"]["StartedAt"]) == (before[name]["Id"], before[name]["State"]["StartedAt"])
+
+
+def test_a_changed_flag_recreates_the_containers_api_node_first(nodes, url, key):
+    before = {name: inspect(node, ENGINE) for name, node in nodes.items()}
+    result, changed = playbook("deploy", "--tags", "serve", "-e", "serve_max_num_seqs=8")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert changed["ct-master1"] > 0 and changed["ct-worker1"] > 0
+    after = {name: inspect(node, ENGINE) for name, node in nodes.items()}
+    for name in NAMES:
+        assert after[name]["Id"] != before[name]["Id"]
+        args = after[name]["Config"]["Cmd"]
+        assert args[args.index("--max-num-seqs") + 1] == "8"
+    assert after["ct-master1"]["Created"] < after["ct-worker1"]["Created"]
+    status, body = completion(url, key, 4)
+    assert status == 200 and body["usage"]["completion_tokens"] == 4
+
+
+def test_is_stop_other_container_stops_a_decoy_and_records_it(nodes):
+    head = nodes["ct-master1"]
+    head.check_output("docker run --detach --name %s --entrypoint sleep %s infinity" % (DECOY, IMAGE))
+    engine = inspect(head, ENGINE)
+    result, changed = playbook("deploy", "--tags", "serve", "-e", "serve_max_num_seqs=8", "-e", "is_stop_other_container=1")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert changed["ct-master1"] > 0
+    assert inspect(head, DECOY)["State"]["Running"] is False
+    assert json.loads(head.file("/var/lib/llm_cluster/serve-stopped-containers.json").content_string) == {"stopped": [DECOY]}
+    # The engine is not among the others, and nothing else about it changed.
+    assert inspect(head, ENGINE)["Id"] == engine["Id"] and inspect(head, ENGINE)["State"]["Running"] is True
+
+
+def test_teardown_removes_the_engine_and_starts_the_decoy_again(nodes):
+    head = nodes["ct-master1"]
+    result, changed = playbook("teardown", "--tags", "serve")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert changed["ct-master1"] > 0 and changed["ct-worker1"] > 0
+    assert inspect(head, ENGINE) is None and inspect(nodes["ct-worker1"], ENGINE) is None
+    assert inspect(head, DECOY)["State"]["Running"] is True
+    assert not head.file("/var/lib/llm_cluster/serve-stopped-containers.json").exists
+    assert not head.file("/etc/llm_cluster/engine.key").exists
+    result, changed = playbook("teardown", "--tags", "serve")
+    assert result.returncode == 0 and set(changed.values()) == {0}, result.stdout[-3000:]
