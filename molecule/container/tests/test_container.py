@@ -3,8 +3,9 @@
 """The serve role's container runtime, run for real: Docker inside the two nodes, the engine image
 loaded from its archive on each, llm_solution's data-parallel engine in a container on each node (the
 worker --headless) answering the controller with the key only, both ranks serving. A second run keeps
-the containers, a changed flag recreates them (the API node first), is_stop_other_container stops and
-records a decoy container, and teardown removes the engines and starts the decoy again.
+the containers, a changed flag recreates them (the API node first), an image that is not the pinned
+one fails the run before any change, is_stop_other_container stops and records a decoy container,
+and teardown removes the engines and starts the decoy again.
 
 Never asserts on generated text (random weights): status codes, token counts, finish reasons.
 The tests run playbooks, so the file runs in the order it is written (once, on ct-master1).
@@ -188,6 +189,22 @@ def test_a_changed_flag_recreates_the_containers_api_node_first(nodes, url, key)
     assert after["ct-master1"]["Created"] < after["ct-worker1"]["Created"]
     status, body = completion(url, key, 4)
     assert status == 200 and body["usage"]["completion_tokens"] == 4
+
+
+def test_an_image_that_differs_from_the_pinned_digest_fails_before_any_change(nodes):
+    head = nodes["ct-master1"]
+    before = {name: inspect(node, ENGINE)["Id"] for name, node in nodes.items()}
+    image_id = head.check_output("docker image inspect --format '{{.Id}}' %s" % IMAGE)
+    wrong = "sha256:" + "0" * 64
+    result, changed = playbook("deploy", "--tags", "serve", "-e", "serve_max_num_seqs=8", "-e", "serve_image_digest=" + wrong)
+    assert result.returncode != 0
+    out = " ".join(result.stdout.split())
+    assert "image %s is %s" % (IMAGE, image_id) in out and "serve_image_digest %s" % wrong in out, out[-3000:]
+    assert set(changed.values()) == {0}
+    assert {name: inspect(node, ENGINE)["Id"] for name, node in nodes.items()} == before
+    # The image's own ID passes, and changes nothing.
+    result, changed = playbook("deploy", "--tags", "serve", "-e", "serve_max_num_seqs=8", "-e", "serve_image_digest=" + image_id)
+    assert result.returncode == 0 and set(changed.values()) == {0}, result.stdout[-3000:]
 
 
 def test_is_stop_other_container_stops_a_decoy_and_records_it(nodes):
