@@ -28,22 +28,23 @@ def parse_proc_net_tcp(text):
     return listeners
 
 
-def unit_of_cgroup(text):
-    """Return the systemd unit (name.service or name.scope) found in /proc/<pid>/cgroup text, or None."""
+def _search_cgroup(text, pattern):
+    """The first group of ``pattern`` in the paths of /proc/<pid>/cgroup text, or None."""
     for line in text.splitlines():
-        match = _UNIT_RE.search(line.split(":", 2)[-1])
+        match = pattern.search(line.split(":", 2)[-1])
         if match:
             return match.group(1)
     return None
+
+
+def unit_of_cgroup(text):
+    """Return the systemd unit (name.service or name.scope) found in /proc/<pid>/cgroup text, or None."""
+    return _search_cgroup(text, _UNIT_RE)
 
 
 def container_of_cgroup(text):
     """Return the Docker container ID found in /proc/<pid>/cgroup text, or None."""
-    for line in text.splitlines():
-        match = _CONTAINER_RE.search(line.split(":", 2)[-1])
-        if match:
-            return match.group(1)
-    return None
+    return _search_cgroup(text, _CONTAINER_RE)
 
 
 def _read(path):

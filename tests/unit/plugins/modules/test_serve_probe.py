@@ -177,19 +177,25 @@ def make_handler(state):
 OPEN = {("GET", "/health"), ("GET", "/ping"), ("GET", "/metrics")}
 
 
-@pytest.fixture
-def fake():
-    state = FakeVllm()
+def serve_fake(state, context=None):
+    """Serve ``state`` on 127.0.0.1 (over TLS with an ssl ``context``) until the generator is closed."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(state))
+    if context is not None:
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
-    state.url = "http://127.0.0.1:%d" % server.server_address[1]
+    state.url = "%s://127.0.0.1:%d" % ("https" if context is not None else "http", server.server_address[1])
     try:
         yield state
     finally:
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+@pytest.fixture
+def fake():
+    yield from serve_fake(FakeVllm())
 
 
 def probe(url, **args):
@@ -653,21 +659,11 @@ def tls_fake(request, certificates):
     import ssl
 
     state = FakeVllm()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(state))
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(*certificates[request.param])
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    state.url = "https://127.0.0.1:%d" % server.server_address[1]
     state.cert = request.param
     state.ca = certificates["ca"]
-    try:
-        yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*certificates[request.param])
+    yield from serve_fake(state, context)
 
 
 def test_https_endpoint_is_probed_with_the_ca_and_refused_without_it(tls_fake):
