@@ -180,13 +180,16 @@ def test_engine_env_for_systemd_quotes_the_key(tmp_path):
     assert not (tmp_path / "pwned").exists()
 
 
-def test_engine_env_for_docker_writes_values_literally_or_refuses_them():
-    text = render("serve", "engine.env.j2", **serve_vars("container", "sk-abc", {"HCCL_IF_IP": "192.0.2.10"}))
-    assert "VLLM_API_KEY=sk-abc\n" in text and "HCCL_IF_IP=192.0.2.10\n" in text
-    with pytest.raises(AnsibleFilterError, match="one_line"):
-        render("serve", "engine.env.j2", **serve_vars("container", "sk-abc", {"X": "1\nLD_PRELOAD=/tmp/x.so"}))
-    with pytest.raises(AnsibleFilterError, match="env_name"):
-        render("serve", "engine.env.j2", **serve_vars("container", "sk-abc", {"X Y": "1"}))
+def test_engine_container_gets_its_environment_through_the_api_not_a_file():
+    # The container runtime writes no environment file (docker's --env-file would read each line
+    # literally): docker_container gets a mapping, so a newline stays inside its one value, and the
+    # file the host runtime reads holds the key alone.
+    from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _serve
+    params = _serve.container_params({"name": "e", "image": "i", "argv": ["vllm", "serve", "/m"], "model_path": "/m",
+                                      "env": {"HCCL_IF_IP": "192.0.2.10", "X": "1\nLD_PRELOAD=/tmp/x.so"}})
+    assert params["env"] == {"HCCL_IF_IP": "192.0.2.10", "X": "1\nLD_PRELOAD=/tmp/x.so"}
+    text = render("serve", "engine.env.j2", **serve_vars("host", "sk-abc", {"HCCL_IF_IP": "192.0.2.10"}))
+    assert "VLLM_API_KEY=sk-abc\n" in text and "HCCL_IF_IP" not in text
 
 
 def test_env_file_parse_reads_what_env_quote_writes():
