@@ -7,7 +7,7 @@
 """affinity_apply's rules: checking and compiling them, matching processes and threads.
 
 A compiled rule is a dict with the regular expressions compiled (``comm``,
-``cmdline``, ``parent_comm``, ``threads``), ``pid``, ``unit`` (with
+``cmdline``, ``parent_comm``, ``parent_cmdline``, ``threads``), ``pid``, ``unit`` (with
 ``.service`` added to a bare name), ``cpus`` (a sorted list) and its
 ``index`` in the module's ``rules``. Every selector given must match; when
 several rules match a thread, the last one wins. Bad input raises
@@ -61,12 +61,15 @@ def compile_regex(pattern, what):
         raise ChangeError("%s: invalid regular expression %r: %s" % (what, pattern, to_native(exc)))
 
 
+SELECTORS = ("comm", "cmdline", "parent_comm", "parent_cmdline", "pid", "unit")
+
+
 def compile_rules(rules):
     compiled = []
     for index, rule in enumerate(rules):
         what = "rules[%d]" % index
-        if all(rule.get(key) is None for key in ("comm", "cmdline", "parent_comm", "pid", "unit")):
-            raise ChangeError("%s needs a selector: one of comm, cmdline, parent_comm, pid or unit" % what)
+        if all(rule.get(key) is None for key in SELECTORS):
+            raise ChangeError("%s needs a selector: one of comm, cmdline, parent_comm, parent_cmdline, pid or unit" % what)
         unit = rule.get("unit")
         if unit and "." not in unit:
             unit += ".service"
@@ -75,6 +78,8 @@ def compile_rules(rules):
             comm=compile_regex(rule["comm"], what + ".comm") if rule.get("comm") is not None else None,
             cmdline=compile_regex(rule["cmdline"], what + ".cmdline") if rule.get("cmdline") is not None else None,
             parent_comm=compile_regex(rule["parent_comm"], what + ".parent_comm") if rule.get("parent_comm") is not None else None,
+            parent_cmdline=(compile_regex(rule["parent_cmdline"], what + ".parent_cmdline")
+                            if rule.get("parent_cmdline") is not None else None),
             pid=rule.get("pid"),
             unit=unit,
             threads=compile_regex(rule["threads"], what + ".threads") if rule.get("threads") is not None else None,
@@ -89,9 +94,13 @@ def rule_matches(table, rule, pid):
         return False
     if rule["comm"] is not None and not rule["comm"].search(table.comm(pid)):
         return False
-    if rule["parent_comm"] is not None:
+    if rule["parent_comm"] is not None or rule.get("parent_cmdline") is not None:
         ppid = table.stat(pid)["ppid"]
-        if not ppid or not rule["parent_comm"].search(table.comm(ppid)):
+        if not ppid:
+            return False
+        if rule["parent_comm"] is not None and not rule["parent_comm"].search(table.comm(ppid)):
+            return False
+        if rule.get("parent_cmdline") is not None and not rule["parent_cmdline"].search(table.cmdline(ppid)):
             return False
     if rule["unit"] is not None and rule["unit"] not in table.cgroup_parts(pid):
         return False
@@ -126,8 +135,8 @@ def match_processes(table, rules, excluded):
 
 def describe_rule(rule):
     parts = []
-    for key in ("comm", "cmdline", "parent_comm"):
-        if rule[key] is not None:
+    for key in ("comm", "cmdline", "parent_comm", "parent_cmdline"):
+        if rule.get(key) is not None:
             parts.append("%s=%r" % (key, rule[key].pattern))
     if rule["pid"] is not None:
         parts.append("pid=%d" % rule["pid"])

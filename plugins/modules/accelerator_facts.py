@@ -446,13 +446,20 @@ plan:
         - {index: 0, numa_node: 6, local_cpus: [144, 145], worker_cores: [145, 146], workqueue_cores: [164, 165, 166, 167],
            irq_cores: [164, 165, 166, 167], workqueue_mask: "000000f0,00000000,00000000,00000000,00000000,00000000"}
     groups:
-      description: Per DP rank the engine process name and cores, and per TP rank the worker process name, device and cores.
+      description:
+        - Per DP rank the engine process name, the regular expression its title matches and its cores, and per TP
+          rank the worker process name, device and cores.
+        - A worker's C(match) is the regular expression its title matches (vLLM leaves out the parts of groups of
+          one rank, so a dense model's DP ranks all have workers titled C(VLLM::Worker)); C(parent_match) is its
+          engine's, since the engine starts its workers.
       returned: always
       type: list
       elements: dict
       sample:
-        - {dp_rank: 0, engine: "VLLM::EngineCore", engine_cores: [144],
-           workers: [{tp_rank: 0, name: "VLLM::Worker_TP0", device: 0, cores: [145, 146]}]}
+        - {dp_rank: 0, engine: "VLLM::EngineCore", engine_match: "^VLLM::EngineCore(?![A-Za-z0-9_])", engine_cores: [144],
+           workers: [{tp_rank: 0, name: "VLLM::Worker_TP0", device: 0, cores: [145, 146],
+                      match: "^VLLM::Worker(?:_DP\\d+)?(?:_PP\\d+)?(?:_PCP\\d+)?_TP0(?:_DCP\\d+)?(?:_EP\\d+)?(?![A-Za-z0-9_])",
+                      parent_match: "^VLLM::EngineCore(?![A-Za-z0-9_])"}]}
     nr_cpus:
       description: Width of the kernel CPU masks, as RV(topology.nr_cpus).
       returned: always

