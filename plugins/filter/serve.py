@@ -34,6 +34,14 @@ def serve_container_params(spec):
         raise AnsibleFilterError("serve_container_params: %s" % exc)
 
 
+def serve_ascend_host_paths(count):
+    """Host paths the engine container of an NPU node with ``count`` devices takes: [{path, required}]."""
+    try:
+        return _serve.ascend_host_paths(count)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("serve_ascend_host_paths: %s" % exc)
+
+
 def serve_status(nodes, plan, settings):
     """The endpoint document of artifacts/serve.json; see plugin_utils/_serve.py."""
     return _serve.status(nodes, plan, settings)
@@ -67,6 +75,7 @@ class FilterModule(object):
         return {
             "llm_cluster_status": llm_cluster_status,
             "llm_cluster_status_table": llm_cluster_status_table,
+            "serve_ascend_host_paths": serve_ascend_host_paths,
             "serve_backend": serve_backend,
             "serve_container_params": serve_container_params,
             "serve_plan": serve_plan,

@@ -227,12 +227,31 @@ ASCEND_MOUNTS = (
 )
 
 
+# Inference cards without RoCE (Atlas 300I Duo) have no hccn.conf or hccn_tool: mounted when present.
+ASCEND_OPTIONAL_SOURCES = ("/etc/hccn.conf", "/usr/local/Ascend/driver/tools/hccn_tool")
+
+
+def ascend_host_paths(count):
+    """Every host path the engine container of an NPU node takes: [{"path", "required"}].
+
+    Docker creates a bind mount's missing source as an empty directory owned by
+    root (and would leave one at /usr/local/bin/npu-smi), so the serve role
+    looks for each before any change: a required one missing fails the run, an
+    optional one (``ASCEND_OPTIONAL_SOURCES``) is left out of the mounts.
+    """
+    count = int(count or 0)
+    paths = ["/dev/davinci%d" % index for index in range(count)] + list(ASCEND_CONTROL_DEVICES)
+    paths += [mount.split(":", 1)[0] for mount in ASCEND_MOUNTS]
+    return [{"path": path, "required": path not in ASCEND_OPTIONAL_SOURCES} for path in paths]
+
+
 def container_params(spec):
     """Options of community.docker.docker_container for the long-lived engine container of one node.
 
     ``spec``: name, image, argv (the engine command), env (name: value, no
     secret: the key reaches the engine as a file), shm_size, privileged,
-    accelerator, count, model_path, volumes, devices, labels, restart.
+    accelerator, count, model_path, volumes, devices, labels, restart, absent
+    (host paths found missing: optional Ascend mounts left out).
     Host network and IPC (the engine's ports are the host's, the firewall
     applies), the model read-only, the Ascend devices and driver mounts or
     every GPU (a device request, as ``--gpus all``), no privileges unless
@@ -250,7 +269,11 @@ def container_params(spec):
     count = int(spec.get("count") or 0)
     if accelerator == "npu":
         devices += ["/dev/davinci%d" % index for index in range(count)] + list(ASCEND_CONTROL_DEVICES)
-        volumes += list(ASCEND_MOUNTS)
+        absent = set(str(path) for path in spec.get("absent") or [])
+        missing = sorted(absent - set(ASCEND_OPTIONAL_SOURCES))
+        if missing:
+            raise ValueError("required Ascend host paths are missing: %s" % ", ".join(missing))
+        volumes += [mount for mount in ASCEND_MOUNTS if mount.split(":", 1)[0] not in absent]
     elif accelerator == "gpu":
         device_requests.append({"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]})
     devices += [str(d) for d in spec.get("devices") or []]

@@ -2,10 +2,12 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """The serve role's container runtime, run for real: Docker inside the two nodes, the engine image
 loaded from its archive on each, llm_solution's data-parallel engine in a container on each node (the
-worker --headless) answering the controller with the key only, both ranks serving. A second run keeps
-the containers, a changed flag recreates them (the API node first), an image that is not the pinned
-one fails the run before any change, is_stop_other_container stops and records a decoy container,
-and teardown removes the engines and starts the decoy again.
+worker --headless) answering the controller with the key only, both ranks serving, and the engine's
+own processes bound by their data-parallel rank. A second run keeps the containers, a changed flag
+shows its change in check mode and makes none, then recreates them (the API node first), an image that
+is not the pinned one or a driver file missing on a node fails the run before any change,
+is_stop_other_container stops and records a decoy container, restore puts every bound thread back, and
+teardown removes the engines and starts the decoy again.
 
 Never asserts on generated text (random weights): status codes, token counts, finish reasons.
 The tests run playbooks, so the file runs in the order it is written (once, on ct-master1).
@@ -239,6 +241,18 @@ def test_second_run_keeps_the_containers(nodes):
         assert (after["Id"], after["State"]["StartedAt"]) == (before[name]["Id"], before[name]["State"]["StartedAt"])
 
 
+def test_a_changed_flag_in_check_mode_shows_the_change_and_makes_none(nodes):
+    before = {name: inspect(node, ENGINE) for name, node in nodes.items()}
+    result, changed = playbook("deploy", "--tags", "serve", "--check", "--diff", "-e", "serve_max_num_seqs=8")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert changed["ct-master1"] > 0 and changed["ct-worker1"] > 0, result.stdout[-3000:]
+    assert "--max-num-seqs" in result.stdout
+    for name, node in nodes.items():
+        after = inspect(node, ENGINE)
+        assert (after["Id"], after["State"]["StartedAt"]) == (before[name]["Id"], before[name]["State"]["StartedAt"])
+        assert "--max-num-seqs" not in after["Config"]["Cmd"]
+
+
 def test_a_changed_flag_recreates_the_containers_api_node_first(nodes, url, key):
     before = {name: inspect(node, ENGINE) for name, node in nodes.items()}
     result, changed = playbook("deploy", "--tags", "serve", "-e", "serve_max_num_seqs=8")
@@ -268,6 +282,23 @@ def test_an_image_that_differs_from_the_pinned_digest_fails_before_any_change(no
     # The image's own ID passes, and changes nothing.
     result, changed = playbook("deploy", "--tags", "serve", "-e", "serve_max_num_seqs=8", "-e", "serve_image_digest=" + image_id)
     assert result.returncode == 0 and set(changed.values()) == {0}, result.stdout[-3000:]
+
+
+def test_a_missing_driver_file_fails_before_any_change_and_creates_nothing(nodes):
+    # Docker would create a missing bind source as an empty directory; the run names it instead.
+    worker = nodes["ct-worker1"]
+    before = {name: inspect(node, ENGINE)["Id"] for name, node in nodes.items()}
+    worker.check_output("mv /usr/local/dcmi /usr/local/dcmi.away")
+    try:
+        result, changed = playbook("deploy", "--tags", "serve", "-e", "serve_max_num_seqs=8")
+        assert not worker.file("/usr/local/dcmi").exists
+    finally:
+        worker.check_output("mv /usr/local/dcmi.away /usr/local/dcmi")
+    assert result.returncode != 0
+    out = " ".join(result.stdout.split())
+    assert "ct-worker1: the engine container takes /usr/local/dcmi from the host, and it does not exist" in out, out[-3000:]
+    assert set(changed.values()) == {0}
+    assert {name: inspect(node, ENGINE)["Id"] for name, node in nodes.items()} == before
 
 
 def test_is_stop_other_container_stops_a_decoy_and_records_it(nodes):

@@ -228,6 +228,29 @@ def test_container_for_an_atlas_node():
     assert params["comparisons"]["*"] == "strict" and params["restart_policy"] == "unless-stopped"
 
 
+def test_ascend_host_paths_are_every_device_and_mount_source():
+    paths = serve_filter.serve_ascend_host_paths(2)
+    assert [entry["path"] for entry in paths][:5] == ["/dev/davinci0", "/dev/davinci1", "/dev/davinci_manager",
+                                                       "/dev/devmm_svm", "/dev/hisi_hdc"]
+    sources = [mount.split(":", 1)[0] for mount in _serve.ASCEND_MOUNTS]
+    assert [entry["path"] for entry in paths][5:] == sources
+    assert [entry["path"] for entry in paths if not entry["required"]] == ["/usr/local/Ascend/driver/tools/hccn_tool", "/etc/hccn.conf"]
+    assert serve_filter.serve_ascend_host_paths(0)[0]["path"] == "/dev/davinci_manager"
+
+
+def test_container_for_an_atlas_card_without_hccn_leaves_its_mounts_out():
+    # An Atlas 300I Duo host: no RoCE, so no hccn.conf or hccn_tool; Docker would create them as directories.
+    spec = {"name": "e", "image": "i", "argv": ["vllm", "serve", "/m"], "model_path": "/m", "accelerator": "npu", "count": 2,
+            "absent": ["/etc/hccn.conf", "/usr/local/Ascend/driver/tools/hccn_tool"]}
+    volumes = _serve.container_params(spec)["volumes"]
+    assert not [volume for volume in volumes if "hccn" in volume]
+    assert "/usr/local/dcmi:/usr/local/dcmi:ro" in volumes
+    # A required path cannot be left out: the serve role's check names it before any change.
+    spec["absent"] = ["/usr/local/dcmi", "/etc/hccn.conf"]
+    with pytest.raises(ValueError, match="required Ascend host paths are missing: /usr/local/dcmi$"):
+        _serve.container_params(spec)
+
+
 def test_container_for_gpus_and_privileged_on_request():
     params = _serve.container_params({"name": "e", "image": "vllm/vllm-openai:v0.33.0", "argv": ["vllm", "serve", "/m"],
                                       "accelerator": "gpu", "count": 8, "model_path": "/m", "privileged": True,
