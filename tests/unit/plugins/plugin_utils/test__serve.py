@@ -230,8 +230,8 @@ def test_container_for_an_atlas_node():
 
 def test_ascend_host_paths_are_every_device_and_mount_source():
     paths = serve_filter.serve_ascend_host_paths(2)
-    assert [entry["path"] for entry in paths][:5] == ["/dev/davinci0", "/dev/davinci1", "/dev/davinci_manager",
-                                                       "/dev/devmm_svm", "/dev/hisi_hdc"]
+    devices = ["/dev/davinci0", "/dev/davinci1", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
+    assert [entry["path"] for entry in paths][:5] == devices
     sources = [mount.split(":", 1)[0] for mount in _serve.ASCEND_MOUNTS]
     assert [entry["path"] for entry in paths][5:] == sources
     assert [entry["path"] for entry in paths if not entry["required"]] == ["/usr/local/Ascend/driver/tools/hccn_tool", "/etc/hccn.conf"]
