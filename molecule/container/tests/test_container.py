@@ -232,13 +232,14 @@ def test_the_live_engine_s_threads_are_bound_by_its_data_parallel_rank(nodes):
 
 
 def test_second_run_keeps_the_containers(nodes):
-    before = {name: inspect(node, ENGINE) for name, node in nodes.items()}
-    result, changed = playbook("deploy", "--tags", "serve")
-    assert result.returncode == 0, result.stdout[-3000:]
-    assert changed == {name: 0 for name in NAMES}, result.stdout[-3000:]
+    # Molecule's idempotence step ran the whole deploy.yml again and required changed=0 on both nodes;
+    # converge.yml recorded the containers before it: the same containers, never restarted.
     for name, node in nodes.items():
+        path = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "engine-after-converge-" + name)
+        with open(path, encoding="utf-8") as handle:
+            before = handle.read().split()
         after = inspect(node, ENGINE)
-        assert (after["Id"], after["State"]["StartedAt"]) == (before[name]["Id"], before[name]["State"]["StartedAt"])
+        assert [after["Id"], after["State"]["StartedAt"]] == before
 
 
 def test_a_changed_flag_in_check_mode_shows_the_change_and_makes_none(nodes):
