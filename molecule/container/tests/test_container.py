@@ -19,6 +19,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,7 @@ import testinfra
 testinfra_hosts = ["ansible://ct-master1"]
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+COLLECTIONS = os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep)[0]
 KEY_FILE = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "credentials", "serve_api_key")
 NAMES = ["ct-master1", "ct-worker1"]
 MODEL = "tiny"
@@ -190,20 +192,12 @@ def engine_threads(node, pids=None):
     return threads
 
 
-def cpulist(cpus):
-    """[0, 1, 2, 5] as the kernel's "0-2,5"."""
-    ranges = []
-    for cpu in sorted(cpus):
-        if ranges and cpu == ranges[-1][1] + 1:
-            ranges[-1][1] = cpu
-        else:
-            ranges.append([cpu, cpu])
-    return ",".join(str(a) if a == b else "%d-%d" % (a, b) for a, b in ranges)
-
-
 def recorded_threads(node, processes=None):
     """{tid: the thread's CPUs before the binding, as a cpulist} from affinity_apply's state file
     (and {pid: its main thread's} into processes)."""
+    # The kernel's "0-2,5" form, written by the collection's own formatter.
+    sys.path.insert(0, COLLECTIONS)
+    from ansible_collections.aihost.llm_cluster.plugins.module_utils._cpuset import format_cpulist as cpulist
     state = json.loads(node.file("/var/lib/llm_cluster/affinity_apply.json").content_string)
     if processes is not None:
         processes.update({entry["pid"]: cpulist(entry["cpus"]) for key, entry in state["entries"].items() if key.startswith("proc:")})
