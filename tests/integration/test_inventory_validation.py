@@ -109,10 +109,20 @@ def test_warnings_do_not_stop_the_run_unless_strict(tmp_path):
     assert "Inventory validation found" not in output
     assert "model_weight_path (every node) is not a variable this collection knows: did you mean model_path?" in output
     assert "ansible_password is set in clear text for master1" in output
+    # llm_solution's own ansible_ssh_common_args, at the group level, reaches every node.
+    assert ("ansible_ssh_common_args turns SSH host key checking off with 'StrictHostKeyChecking=no' for master1, "
+            "worker1: a node's changed key would go unnoticed.") in output, output
     result = run_playbook(write_inventory(tmp_path, apply_case(case)), "--tags", "always",
                           "-e", "llm_cluster_validate_strict=true")
     output = " ".join((result.stdout + result.stderr).split())
     assert result.returncode == 2, output
+    assert "Inventory validation found 3 problem(s) (warnings count: strict mode)" in output, output
+    # Without the option, strict mode has one warning less.
+    case["unset"] = ["ansible_ssh_common_args"]
+    result = run_playbook(write_inventory(tmp_path, apply_case(case)), "--tags", "always",
+                          "-e", "llm_cluster_validate_strict=true")
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 2 and "host key checking" not in output, output
     assert "Inventory validation found 2 problem(s) (warnings count: strict mode)" in output, output
 
 

@@ -8,7 +8,7 @@ import copy
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._inventory_validation import validate, verdict
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._inventory_validation import host_key_checking_off, validate, verdict
 
 GOOD = {
     "head_group": "masters",
@@ -216,7 +216,7 @@ YAML_SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=
 YAML_VALUES = st.recursive(YAML_SCALARS, lambda inner: st.lists(inner, max_size=4)
                            | st.dictionaries(st.text(max_size=8) | st.integers(), inner, max_size=4), max_leaves=8)
 SPEC_KEYS = sorted(GOOD) + ["all_hosts", "cluster_ports", "port_ranges", "paths", "cidr_lists", "env_maps", "accounts", "tls",
-                            "cleartext_secrets", "variables", "known_variables"]
+                            "cleartext_secrets", "host_key_checking_off", "variables", "known_variables"]
 
 
 @settings(deadline=None, max_examples=300)
@@ -263,3 +263,33 @@ def test_published_images_and_tags_are_recognised(image, tag):
 def test_tls_names_and_a_site_certificate_pair_pass():
     assert validate(spec_with(tls={"serve_tls_names": ["api.example.com", "llm-1.internal.", "192.0.2.10", "2001:db8::1"],
                                    "serve_tls_cert_file": "/etc/site/api chain.pem", "serve_tls_key_file": "/etc/site/api.key"})) == []
+
+
+@pytest.mark.parametrize("value, expected", [
+    # llm_solution's config.yaml, as shipped.
+    ("-o StrictHostKeyChecking=no", ["StrictHostKeyChecking=no"]),
+    ("-oStrictHostKeyChecking=off -o 'UserKnownHostsFile /dev/null'", ["StrictHostKeyChecking=off", "UserKnownHostsFile=/dev/null"]),
+    ('-o "stricthostkeychecking = No" -o ProxyJump=bastion', ["StrictHostKeyChecking=No"]),
+    ("-o UserKnownHostsFile='~/.ssh/a /dev/null'", ["UserKnownHostsFile=~/.ssh/a /dev/null"]),
+    # Checking stays on: new keys accepted, changed ones refused; or nothing about keys at all.
+    ("-o StrictHostKeyChecking=accept-new", []),
+    ("-o ControlMaster=auto -o ControlPersist=60s -o ConnectTimeout=30", []),
+    ("-o UserKnownHostsFile=/etc/ssh/cluster_known_hosts", []),
+    # Not an ssh option: a value, a dangling -o, unbalanced quotes, not a string.
+    ("StrictHostKeyChecking=no", []),
+    ("-o", []),
+    ("-o 'StrictHostKeyChecking=no", ["StrictHostKeyChecking=no"]),
+    (None, []), (["-o", "StrictHostKeyChecking=no"], []), (0, []),
+])
+def test_ssh_options_that_switch_host_key_checking_off(value, expected):
+    assert host_key_checking_off(value) == expected
+
+
+def test_host_key_checking_off_is_a_warning_naming_the_variable_the_hosts_and_the_fix():
+    found = verdict(spec_with(host_key_checking_off={
+        "ansible_ssh_common_args": {"StrictHostKeyChecking=no": ["master1", "worker1", "worker2"]}}))
+    assert found["errors"] == []
+    assert found["warnings"] == [
+        "ansible_ssh_common_args turns SSH host key checking off with 'StrictHostKeyChecking=no' for master1, worker1, "
+        "worker2: a node's changed key would go unnoticed. Remove the option and collect the nodes' keys once "
+        "(ssh-keyscan -H <address> >> ~/.ssh/known_hosts, after checking their fingerprints)."]

