@@ -96,11 +96,17 @@ def test_restore_runs_the_restore_playbook(tmp_path):
 
 
 def vaulted_inventory(tmp_path):
-    """The fixture with the SSH password in a vault-encrypted group_vars file; returns (inventory, password file)."""
+    """The fixture with the SSH password in a vault-encrypted group_vars file; returns (inventory, password file).
+
+    Without the fixture's StrictHostKeyChecking=no, whose warning would fail the strict runs below.
+    """
     inventory = tmp_path / "inventory"
     (inventory / "group_vars" / "all").mkdir(parents=True)
     with open(FIXTURE) as handle:
-        text = handle.read().replace('          ansible_password: ""\n', '')
+        text = handle.read()
+    for line in ('          ansible_password: ""\n', "    ansible_ssh_common_args: '-o StrictHostKeyChecking=no'\n"):
+        assert line in text
+        text = text.replace(line, "")
     (inventory / "hosts.yml").write_text(text)
     password_file = tmp_path / "vault-pass"
     password_file.write_text("correct horse\n")
