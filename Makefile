@@ -82,7 +82,8 @@ lint: venv collection
 	ansible-lint
 	shellcheck deploy.sh .ci/run images/build-base-image.sh tests/images/build-engine-image.sh tests/sanity/run.sh tests/bench/make-test-stages.sh \
 	  demo/demo.sh tests/demo/check-demo.sh \
-	  tests/fakes/bin/npu-smi tests/fakes/bin/hccn_tool tests/fakes/bin/nvidia-smi molecule/shared/node_state.sh
+	  tests/fakes/bin/npu-smi tests/fakes/bin/hccn_tool tests/fakes/bin/nvidia-smi molecule/shared/node_state.sh \
+	  tests/bench/bench_container_rm.sh
 
 sanity: venv collection
 	bash tests/sanity/run.sh
