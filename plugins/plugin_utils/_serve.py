@@ -20,6 +20,8 @@ Topologies:
 
 from __future__ import annotations
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _ray_cluster
 
 BACKENDS = ("vllm", "vllm_ascend", "vllm_mindspore")
@@ -95,18 +97,17 @@ def resolve_expert_parallel(requested, backend, experts, model_path="the model")
     unread config follows the backend. true on a model that declares none is an error: vLLM refuses it at start
     ("Number of experts in the model must be greater than 0 when expert parallelism is enabled").
     """
-    text = str(requested if requested is not None else "auto").strip().lower()
-    if text in ("", "auto"):
+    if requested is None or str(requested).strip().lower() in ("", "auto"):
         return backend == "vllm_mindspore" and experts != 0, None
-    if text in ("true", "yes", "on", "1"):
-        if experts == 0:
-            return False, ("serve_enable_expert_parallel is true, and %s/config.json declares no experts (%s): vLLM refuses "
-                           "expert parallel for a dense model; set serve_enable_expert_parallel to auto or false"
-                           % (model_path, ", ".join(EXPERT_KEYS)))
-        return True, None
-    if text in ("false", "no", "off", "0"):
-        return False, None
-    return False, "serve_enable_expert_parallel must be auto, true or false, got %r" % (requested,)
+    try:
+        on = boolean(requested.strip() if isinstance(requested, str) else requested, strict=True)
+    except TypeError:
+        return False, "serve_enable_expert_parallel must be auto, true or false, got %r" % (requested,)
+    if on and experts == 0:
+        return False, ("serve_enable_expert_parallel is true, and %s/config.json declares no experts (%s): vLLM refuses "
+                       "expert parallel for a dense model; set serve_enable_expert_parallel to auto or false"
+                       % (model_path, ", ".join(EXPERT_KEYS)))
+    return on, None
 
 
 def _int(settings, name, default=0):
