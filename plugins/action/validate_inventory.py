@@ -97,8 +97,9 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
 
     argument_spec = dict(
-        head_group=dict(type="str", default="masters"),
-        worker_group=dict(type="str", default="workers"),
+        # raw: a list or a number given as a group name is reported by the validator, not stringified here.
+        head_group=dict(type="raw", default="masters"),
+        worker_group=dict(type="raw", default="workers"),
         node_num=dict(type="raw", required=True),
         ports=dict(type="dict", default={}),
         backend_type=dict(type="raw", required=True),
@@ -206,11 +207,13 @@ class ActionModule(ActionBase):
         del validation_result
         groups = task_vars.get("groups") or {}
         hostvars = task_vars.get("hostvars") or {}
-        members = list(groups.get(args["head_group"]) or []) + list(groups.get(args["worker_group"]) or [])
+        names = [name for name in (args["head_group"], args["worker_group"]) if isinstance(name, str)]
+        members = [host for name in names for host in (groups.get(name) or [])]
 
         spec = dict(args)
-        spec["groups"] = {name: list(groups.get(name) or []) for name in (args["head_group"], args["worker_group"])}
+        spec["groups"] = {name: list(groups.get(name) or []) for name in names}
         spec["all_hosts"] = list(groups.get("all") or [])
+        spec["play_hosts"] = list(task_vars.get("ansible_play_hosts_all") or [])
         spec["interfaces"] = {}
         spec["addresses"] = {}
         for host in members:
@@ -244,7 +247,7 @@ class ActionModule(ActionBase):
                 (" and %d warning(s)" % len(warnings) if warnings else ""), "\n".join(lines))
         else:
             result["msg"] = "Inventory is valid: %d node(s), head %s." % (
-                len(members), ", ".join(spec["groups"][args["head_group"]]))
+                len(members), ", ".join(spec["groups"].get(args["head_group"], [])))
             if warnings:
                 result["msg"] += " %d warning(s):\n%s" % (len(warnings), "\n".join(lines))
                 for warning in warnings:

@@ -15,6 +15,20 @@ def preflight_report(nodes, settings):
     return _preflight.evaluate(nodes, settings)
 
 
+def preflight_report_files(hosts):
+    """File name on the controller to each node's entry of a preflight report."""
+    if not isinstance(hosts, dict):
+        raise AnsibleFilterError("preflight_report_files expects the hosts mapping of a preflight report")
+    return _preflight.report_files(hosts)
+
+
+def preflight_firewall_gaps(nodes, mode):
+    """Nodes without the firewall llm_cluster_firewall needs, one message each."""
+    if not isinstance(nodes, list):
+        raise AnsibleFilterError("preflight_firewall_gaps expects the list of node probes")
+    return _preflight.firewall_gaps(nodes, mode)
+
+
 def preflight_table(report):
     """Render a preflight report as a fixed-width table."""
     return _preflight.table(report)
@@ -24,5 +38,7 @@ class FilterModule(object):
     def filters(self):
         return {
             "preflight_report": preflight_report,
+            "preflight_firewall_gaps": preflight_firewall_gaps,
+            "preflight_report_files": preflight_report_files,
             "preflight_table": preflight_table,
         }

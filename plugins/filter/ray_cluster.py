@@ -19,6 +19,16 @@ def env_parse(text):
     return _ray_cluster.parse_env(_need(text, str, "env_parse"))
 
 
+def ray_node_resources(env, extra=None):
+    """A node's Ray resources ({resources, num_gpus}) from its cluster environment and ray_cluster_resources."""
+    return _ray_cluster.node_resources(_need(env, dict, "ray_node_resources"), extra or {})
+
+
+def ray_expected_resources(nodes):
+    """The resources the whole cluster must show: the sum over the nodes' ray_node_resources."""
+    return _ray_cluster.expected_resources(_need(nodes, list, "ray_expected_resources"))
+
+
 def port_ranges(ports, ranges=None):
     """Merge ports and 'first-last' ranges into contiguous ranges: [6379, 6380, '20000-20999'] style input."""
     try:
@@ -100,6 +110,8 @@ class FilterModule(object):
             "nft_allow_rules": nft_allow_rules,
             "systemd_environment": systemd_environment,
             "systemd_exec_args": systemd_exec_args,
+            "ray_expected_resources": ray_expected_resources,
+            "ray_node_resources": ray_node_resources,
             "port_ranges": port_ranges,
             "ray_node_check": ray_node_check,
             "ray_version_check": ray_version_check,

@@ -34,6 +34,13 @@ def serve_container_params(spec):
         raise AnsibleFilterError("serve_container_params: %s" % exc)
 
 
+def serve_tls_sans(address, names):
+    """subjectAltName entries for the API node's certificate; see plugin_utils/_serve.py tls_sans."""
+    if not isinstance(names, list):
+        raise AnsibleFilterError("serve_tls_sans expects the list serve_tls_names, got %s" % type(names).__name__)
+    return _serve.tls_sans(address, names)
+
+
 def serve_ascend_host_paths(count):
     """Host paths the engine container of an NPU node with ``count`` devices takes: [{path, required}]."""
     try:
@@ -76,6 +83,7 @@ class FilterModule(object):
             "llm_cluster_status": llm_cluster_status,
             "llm_cluster_status_table": llm_cluster_status_table,
             "serve_ascend_host_paths": serve_ascend_host_paths,
+            "serve_tls_sans": serve_tls_sans,
             "serve_backend": serve_backend,
             "serve_container_params": serve_container_params,
             "serve_plan": serve_plan,

@@ -15,7 +15,7 @@ version_added: 0.1.0
 description:
   - Returns the node's kernel, Python version, available memory, the size of the model directory and the
     free space under it, the cluster interface (resolved from V(auto) by the route to the head), the owners
-    of the given TCP ports, and the node's clock.
+    of the given TCP ports, the firewall it has (a running firewalld, the nft command), and the node's clock.
   - Read-only; the verdicts are made on the controller by the P(aihost.llm_cluster.preflight_report#filter) filter.
 options:
   model_path:
@@ -90,6 +90,13 @@ ports:
   type: list
   elements: dict
   sample: [{"port": 6379, "free": true, "owners": []}]
+firewall:
+  description:
+    - What can close the cluster interface. C(firewalld) is true when C(firewalld.service) is active; C(nft) is the
+      path of the C(nft) command (searched in C(PATH), C(/usr/sbin) and C(/sbin)), empty when there is none.
+  returned: always
+  type: dict
+  sample: {"firewalld": false, "nft": "/usr/sbin/nft"}
 clock:
   description: The node's clock in seconds since the epoch.
   returned: always
@@ -170,6 +177,16 @@ def interface_facts(module, requested, head_address):
     return facts
 
 
+def firewall_facts(module):
+    """Whether firewalld runs, and where the nft command is ("" when there is none)."""
+    systemctl = module.get_bin_path("systemctl")
+    firewalld = False
+    if systemctl:
+        rc, _out, _err = module.run_command([systemctl, "is-active", "--quiet", "firewalld.service"], environ_update=LOCALE)
+        firewalld = rc == 0
+    return {"firewalld": firewalld, "nft": module.get_bin_path("nft", opt_dirs=["/usr/sbin", "/sbin"]) or ""}
+
+
 def build_module():
     return AnsibleModule(
         argument_spec=dict(
@@ -193,6 +210,7 @@ def main():
         model=model_facts(module.params["model_path"]),
         interface=interface_facts(module, module.params["interface"], module.params["head_address"]),
         ports=[{"port": p, "free": p not in listeners, "owners": listeners.get(p, [])} for p in module.params["ports"]],
+        firewall=firewall_facts(module),
         clock=time.time(),
     )
 

@@ -29,6 +29,8 @@ BACKEND_TYPES = ("MindFormers", "Native")
 MODEL_TYPES = ("safetensors", "ckpt")
 INTERFACE_AUTO = "auto"
 PORT_EXAMPLES = {"ray_port": 6379, "llm_port": 8000, "dp_port": 12570}
+# Ansible's group names: letters, digits and underscores, not starting with a digit.
+_GROUP_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 _IFNAME_RE = re.compile(r"[A-Za-z0-9_.:@-]{1,15}", re.ASCII)
 _CONTAINER_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", re.ASCII)
 _IMAGE_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", re.ASCII)
@@ -206,7 +208,27 @@ def _names(value):
 # --- Checks ---------------------------------------------------------------------------------------------------
 
 
+def _check_group_names(spec, errors):
+    """The two group names are group names, and two different ones; False when they are not."""
+    ok = True
+    for key, variable, example in (("head_group", "llm_cluster_head_group", "masters"),
+                                   ("worker_group", "llm_cluster_worker_group", "workers")):
+        value = spec.get(key, example)
+        if not isinstance(value, str) or not _GROUP_NAME_RE.fullmatch(value):
+            errors.append("%s (or a role's own *_%s) = %s: must be the name of an inventory group (letters, digits "
+                          "and _, not starting with a digit); set %s: %s" % (variable, key, _brief(value), variable, example))
+            ok = False
+    if ok and spec.get("head_group", "masters") == spec.get("worker_group", "workers"):
+        errors.append("llm_cluster_head_group and llm_cluster_worker_group are both '%s': the head and the workers are "
+                      "two groups; set llm_cluster_head_group: masters and llm_cluster_worker_group: workers"
+                      % spec.get("head_group", "masters"))
+        ok = False
+    return ok
+
+
 def _check_groups(spec, errors, warnings):
+    if not _check_group_names(spec, errors):
+        return None
     groups = _dict(spec, "groups")
     head_group = _label(spec.get("head_group", "masters"))
     worker_group = _label(spec.get("worker_group", "workers"))
@@ -224,6 +246,13 @@ def _check_groups(spec, errors, warnings):
             % (", ".join(both), head_group, worker_group)
         )
     members = heads + [w for w in workers if w not in heads]
+    outside = [h for h in _names(spec.get("play_hosts")) if h not in members]
+    if outside:
+        errors.append(
+            "host(s) %s run this play but are in neither '%s' nor '%s', the groups the roles read as head and workers "
+            "(llm_cluster_head_group, llm_cluster_worker_group): the shipped playbooks target masters:workers, so keep "
+            "those names there, or run playbooks of your own that target the groups you named." % (
+                ", ".join(outside), head_group, worker_group))
     others = [h for h in _names(spec.get("all_hosts")) if h not in members]
     if others:
         warnings.append(
@@ -247,13 +276,17 @@ def _check_host_names(spec, members, errors):
                           "machine twice; keep one of them." % ", ".join(hosts))
 
 
+# The members when the group names are no names: node_num is not compared with them.
+_UNKNOWN_MEMBERS = []
+
+
 def _check_node_num(spec, members, errors):
     raw = spec.get("node_num")
     node_num = _as_int(raw)
     if node_num is None or node_num < 1:
         errors.append("node_num = %s: must be a positive integer; set node_num: %d (the number of hosts in the inventory)."
                       % (_show(raw), len(members)))
-    elif node_num != len(members):
+    elif node_num != len(members) and members is not _UNKNOWN_MEMBERS:
         errors.append(
             "node_num = %d but the inventory has %d host(s) (%s): set node_num: %d or add/remove hosts."
             % (node_num, len(members), ", ".join(members) or "none", len(members))
@@ -615,6 +648,8 @@ def verdict(spec):
                 "warnings": []}
     try:
         members = _check_groups(spec, errors, warnings)
+        if members is None:
+            members = _UNKNOWN_MEMBERS
     except Exception as exc:  # pylint: disable=broad-except
         errors.append("the groups could not be read (%s): list the hosts of 'masters' and 'workers' by name."
                       % type(exc).__name__)

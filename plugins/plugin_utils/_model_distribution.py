@@ -146,3 +146,21 @@ def hub_command(hub, repo, dest, revision="", python="python3", token_file=""):
 def hub_package(hub):
     """The pip package that provides the hub's client."""
     return _HUB_PACKAGE[hub]
+
+
+def progress_line(label, progress):
+    """One line of a running transfer's progress, from model_fetch's progress file (a dict; {} when unread)."""
+    progress = progress if isinstance(progress, dict) else {}
+    mib = 1048576.0
+
+    def number(key):
+        value = progress.get(key)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+    parts = []
+    if progress.get("waiting"):
+        parts.append("waiting for %s," % progress.get("file", "?"))
+    parts.append("%.1f of %.1f MiB (%s %%), %.1f MiB/s," % (
+        number("bytes_done") / mib, number("bytes_total") / mib, progress.get("percent", "?"), number("rate") / mib))
+    parts.append("file %d of %s" % (number("files_done") + 1, progress.get("files_total", "?")))
+    return "%s: %s" % (label, " ".join(parts))

@@ -279,6 +279,32 @@ def evaluate(nodes, settings):
     return report
 
 
+def firewall_gaps(nodes, mode):
+    """One message per node without the firewall that ``mode`` (llm_cluster_firewall) needs; [] for none."""
+    gaps = []
+    if mode == "none":
+        return gaps
+    for node in nodes:
+        host = node.get("host", "?")
+        found = (node.get("facts") or {}).get("firewall") or {}
+        firewalld, nft = bool(found.get("firewalld")), bool(found.get("nft"))
+        if mode == "auto" and not firewalld and not nft:
+            gaps.append("%s: no firewall: firewalld is not running and there is no nft command, so Ray and the engine would "
+                        "be open to anyone who can reach the node; install nftables (apt-get install nftables, or dnf install "
+                        "nftables) or start firewalld, or set llm_cluster_firewall: none to acknowledge that the network "
+                        "around the nodes keeps non-members out" % host)
+        elif mode == "nftables" and not nft:
+            gaps.append("%s: llm_cluster_firewall is nftables but there is no nft command; install nftables" % host)
+        elif mode == "firewalld" and not firewalld:
+            gaps.append("%s: llm_cluster_firewall is firewalld but firewalld is not running; start it" % host)
+    return gaps
+
+
+def report_files(hosts):
+    """Name each node's report file: ``preflight-<host>.json`` to the node's entry of the report."""
+    return dict(("preflight-%s.json" % name, entry) for name, entry in sorted(hosts.items()))
+
+
 def table(report):
     """Render the report as a fixed-width table, one row per host."""
     columns = [("host", 10), ("accel", 5), ("dev", 3), ("bad", 3), ("driver", 11), ("cann", 8), ("kernel", 16),

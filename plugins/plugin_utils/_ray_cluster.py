@@ -31,6 +31,36 @@ def parse_env(text):
     return values
 
 
+def _count(value):
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def node_resources(env, extra=None):
+    """A node's Ray resources from its cluster environment file (parsed): NPUs as the custom resource ``NPU``,
+    GPUs as ``num_gpus``; ``extra`` (ray_cluster_resources) is added to the custom resources and wins."""
+    env = env if isinstance(env, dict) else {}
+    kind, count = env.get("LLM_CLUSTER_ACCELERATOR", ""), _count(env.get("LLM_CLUSTER_ACCELERATOR_COUNT", 0))
+    resources = {"NPU": count} if kind == "npu" and count > 0 else {}
+    resources.update(extra if isinstance(extra, dict) else {})
+    return {"resources": resources, "num_gpus": count if kind == "gpu" else 0}
+
+
+def expected_resources(nodes):
+    """The accelerators the whole cluster must show once every node joined: the sum of every node's custom
+    resources, and ``GPU`` for the nodes' ``num_gpus`` (what node_resources returned for each)."""
+    total = {}
+    for node in nodes:
+        node = node if isinstance(node, dict) else {}
+        for name, value in (node.get("resources") or {}).items():
+            total[name] = total.get(name, 0) + value
+        if _count(node.get("num_gpus")) > 0:
+            total["GPU"] = total.get("GPU", 0) + _count(node.get("num_gpus"))
+    return total
+
+
 def port_ranges(ports, ranges=()):
     """Merge ports and 'first-last' ranges into sorted, contiguous 'first-last' or 'port' strings."""
     spans = [(int(p), int(p)) for p in ports]
@@ -213,7 +243,8 @@ def status(cluster, nodes, settings):
         service = info.get("service") or {}
         member = by_address.get(node.get("address")) or {}
         hosts.append({
-            "host": node.get("host"), "address": node.get("address"), "role": node.get("role"),
+            "host": node.get("host"), "address": node.get("address"),
+            "role": node.get("role") or ("head" if node.get("host") == settings.get("head") else "worker"),
             "unit": service.get("name"), "unit_state": "%s/%s" % (service.get("active_state"), service.get("sub_state"))
             if service.get("exists") else "absent",
             "pid": service.get("main_pid"), "restarts": service.get("restarts"),

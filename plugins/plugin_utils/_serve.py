@@ -20,6 +20,8 @@ Topologies:
 
 from __future__ import annotations
 
+import ipaddress
+
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _ray_cluster
@@ -281,6 +283,21 @@ ASCEND_MOUNTS = (
 
 # Inference cards without RoCE (Atlas 300I Duo) have no hccn.conf or hccn_tool: mounted when present.
 ASCEND_OPTIONAL_SOURCES = ("/etc/hccn.conf", "/usr/local/Ascend/driver/tools/hccn_tool")
+
+
+def tls_sans(address, names):
+    """subjectAltName entries of the API node's generated certificate: its cluster address, then each of
+    serve_tls_names, as IP: for an IPv4 or IPv6 address and DNS: otherwise; each once, in that order."""
+    sans = []
+    for name in [address] + list(names or []):
+        name = str(name)
+        try:
+            entry = "IP:%s" % ipaddress.ip_address(name)
+        except ValueError:
+            entry = "DNS:%s" % name
+        if entry not in sans:
+            sans.append(entry)
+    return sans
 
 
 def ascend_host_paths(count):

@@ -132,3 +132,25 @@ def test_without_a_head_the_default_route_decides_and_its_absence_is_reported():
     facts = preflight_info.interface_facts(module, "", "")
     assert module.run_command.call_args[0][0] == ["/usr/sbin/ip", "-j", "route", "show", "default"]
     assert facts["error"] == "no route by default (empty)"
+
+
+@pytest.mark.parametrize("active_rc, nft, expected", [
+    (0, "/usr/sbin/nft", {"firewalld": True, "nft": "/usr/sbin/nft"}),
+    # systemctl is-active exits 3 for an inactive or unknown unit.
+    (3, None, {"firewalld": False, "nft": ""}),
+    (4, "/sbin/nft", {"firewalld": False, "nft": "/sbin/nft"}),
+])
+def test_firewall_is_a_running_firewalld_or_the_nft_command(active_rc, nft, expected):
+    module = MagicMock()
+    module.get_bin_path.side_effect = lambda name, opt_dirs=None: {"systemctl": "/usr/bin/systemctl", "nft": nft}[name]
+    module.run_command.return_value = (active_rc, "", "")
+    assert preflight_info.firewall_facts(module) == expected
+    assert module.run_command.call_args[0][0] == ["/usr/bin/systemctl", "is-active", "--quiet", "firewalld.service"]
+    assert module.get_bin_path.call_args_list[-1][1] == {"opt_dirs": ["/usr/sbin", "/sbin"]}
+
+
+def test_no_systemctl_means_no_firewalld():
+    module = MagicMock()
+    module.get_bin_path.side_effect = lambda name, opt_dirs=None: None
+    assert preflight_info.firewall_facts(module) == {"firewalld": False, "nft": ""}
+    assert module.run_command.call_count == 0

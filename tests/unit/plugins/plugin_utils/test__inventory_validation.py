@@ -194,6 +194,28 @@ def test_warnings_are_separate_from_errors():
                for w in result["warnings"])
 
 
+def test_play_hosts_outside_the_named_groups_fail():
+    spec = spec_with(head_group="heads", worker_group="workers", play_hosts=["master1", "worker1", "worker2"],
+                     groups={"heads": ["master1"], "workers": ["worker1"]})
+    errors = validate(spec)
+    assert any(e.startswith("host(s) worker2 run this play but are in neither 'heads' nor 'workers'")
+               and "llm_cluster_head_group" in e for e in errors), errors
+    assert validate(spec_with(play_hosts=["master1", "worker1", "worker2"])) == []
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"head_group": ["masters"]}, "llm_cluster_head_group (or a role's own *_head_group) = ['masters']: must be the name"),
+    ({"worker_group": "work-ers"}, "llm_cluster_worker_group (or a role's own *_worker_group) = 'work-ers': must be the name"),
+    ({"worker_group": 7}, "llm_cluster_worker_group (or a role's own *_worker_group) = 7: must be the name"),
+    ({"head_group": "workers"}, "llm_cluster_head_group and llm_cluster_worker_group are both 'workers'"),
+])
+def test_group_names_that_are_no_group_names_fail_alone(changes, message):
+    errors = validate(spec_with(**changes))
+    assert errors and errors[0].startswith(message), errors
+    # node_num is not compared with the members of groups that could not be read.
+    assert not any(e.startswith("node_num") for e in errors), errors
+
+
 def test_good_spec_with_real_cluster_ports_passes():
     spec = spec_with(cluster_ports={"ray_cluster_node_manager_port": 6380, "model_distribution_rsync_port": 8730},
                      port_ranges={"ray_cluster_worker_port_min/ray_cluster_worker_port_max": [20000, 20999]},
@@ -215,7 +237,7 @@ YAML_SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=
                                    "fe80::/10", "10.0.0.0/8", "\n", "$(id)", "\u202e", "eth0"]))
 YAML_VALUES = st.recursive(YAML_SCALARS, lambda inner: st.lists(inner, max_size=4)
                            | st.dictionaries(st.text(max_size=8) | st.integers(), inner, max_size=4), max_leaves=8)
-SPEC_KEYS = sorted(GOOD) + ["all_hosts", "cluster_ports", "port_ranges", "paths", "cidr_lists", "env_maps", "accounts", "tls",
+SPEC_KEYS = sorted(GOOD) + ["all_hosts", "play_hosts", "cluster_ports", "port_ranges", "paths", "cidr_lists", "env_maps", "accounts", "tls",
                             "cleartext_secrets", "host_key_checking_off", "variables", "known_variables"]
 
 

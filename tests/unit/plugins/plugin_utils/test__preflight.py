@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._preflight import evaluate, table
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._preflight import evaluate, report_files, table
 
 GIB = 1024 ** 3
 SETTINGS = {
@@ -207,3 +207,29 @@ def test_a_host_that_was_never_probed_fails_the_gate(nodes):
     report = evaluate(nodes[:2], dict(SETTINGS, hosts=HOSTS))
     assert report["failures"] == ["worker2: not probed (unreachable, or it failed an earlier task); "
                                   "fix the connection and run again"]
+
+
+def test_report_files_name_one_file_per_node():
+    report = evaluate([npu_node(h) for h in HOSTS], dict(SETTINGS, hosts=HOSTS))
+    files = report_files(report["hosts"])
+    assert sorted(files) == ["preflight-master1.json", "preflight-worker1.json", "preflight-worker2.json"]
+    assert files["preflight-worker1.json"] is report["hosts"]["worker1"]
+
+
+FIREWALLS = [{"host": "a", "facts": {"firewall": {"firewalld": False, "nft": ""}}},
+             {"host": "b", "facts": {"firewall": {"firewalld": False, "nft": "/usr/sbin/nft"}}},
+             {"host": "c", "facts": {"firewall": {"firewalld": True, "nft": ""}}},
+             # An older probe, or a node whose preflight_info returned no firewall: no firewall found.
+             {"host": "d", "facts": {}}]
+
+
+@pytest.mark.parametrize("mode, lacking", [
+    ("auto", ["a", "d"]), ("nftables", ["a", "c", "d"]), ("firewalld", ["a", "b", "d"]), ("none", []),
+])
+def test_firewall_gaps_name_each_node_without_the_firewall_the_mode_needs(mode, lacking):
+    from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._preflight import firewall_gaps
+    gaps = firewall_gaps(FIREWALLS, mode)
+    assert [g.split(":", 1)[0] for g in gaps] == lacking
+    if mode == "auto":
+        assert gaps[0].startswith("a: no firewall: firewalld is not running and there is no nft command")
+        assert "set llm_cluster_firewall: none" in gaps[0]

@@ -197,3 +197,26 @@ def test_status_of_an_unreachable_cluster():
     doc = rc.status({"connected": False, "error": "ConnectionError: no GCS"}, nodes(), {"address": "a:1", "expect_nodes": 3})
     assert [n["in_cluster"] for n in doc["nodes"]] == ["absent"] * 3
     assert rc.status_table(doc).splitlines()[-1] == "Ray at a:1: 0 of 3 node(s) alive, - (not reachable: ConnectionError: no GCS)"
+
+
+@pytest.mark.parametrize("env, extra, expected", [
+    ({"LLM_CLUSTER_ACCELERATOR": "npu", "LLM_CLUSTER_ACCELERATOR_COUNT": "8"}, {}, {"resources": {"NPU": 8}, "num_gpus": 0}),
+    ({"LLM_CLUSTER_ACCELERATOR": "gpu", "LLM_CLUSTER_ACCELERATOR_COUNT": "4"}, {}, {"resources": {}, "num_gpus": 4}),
+    ({"LLM_CLUSTER_ACCELERATOR": "cpu", "LLM_CLUSTER_ACCELERATOR_COUNT": "0"}, {"disk": 1}, {"resources": {"disk": 1}, "num_gpus": 0}),
+    # An NPU node whose driver saw no device: no NPU resource; ray_cluster_resources wins over the count.
+    ({"LLM_CLUSTER_ACCELERATOR": "npu", "LLM_CLUSTER_ACCELERATOR_COUNT": "0"}, {}, {"resources": {}, "num_gpus": 0}),
+    ({"LLM_CLUSTER_ACCELERATOR": "npu", "LLM_CLUSTER_ACCELERATOR_COUNT": "8"}, {"NPU": 4}, {"resources": {"NPU": 4}, "num_gpus": 0}),
+    ({"LLM_CLUSTER_ACCELERATOR": "gpu", "LLM_CLUSTER_ACCELERATOR_COUNT": "x"}, {}, {"resources": {}, "num_gpus": 0}),
+    ({}, None, {"resources": {}, "num_gpus": 0}),
+])
+def test_node_resources_from_the_environment_file(env, extra, expected):
+    assert rc.node_resources(env, extra) == expected
+
+
+def test_expected_resources_sum_every_node():
+    nodes = [rc.node_resources({"LLM_CLUSTER_ACCELERATOR": "npu", "LLM_CLUSTER_ACCELERATOR_COUNT": "8"}),
+             rc.node_resources({"LLM_CLUSTER_ACCELERATOR": "npu", "LLM_CLUSTER_ACCELERATOR_COUNT": "7"}, {"disk": 1}),
+             rc.node_resources({"LLM_CLUSTER_ACCELERATOR": "gpu", "LLM_CLUSTER_ACCELERATOR_COUNT": "2"}),
+             {}, None]
+    assert rc.expected_resources(nodes) == {"NPU": 15, "disk": 1, "GPU": 2}
+    assert rc.expected_resources([]) == {}

@@ -344,3 +344,12 @@ def test_expert_parallel_on_a_dense_model_fails_before_any_change():
     vllm = _serve.plan(a2_nodes(2), ascend_settings(backend="vllm", topology="dp", model_config=MOE,
                                                     enable_expert_parallel="auto"))
     assert vllm["expert_parallel"] is False
+
+
+def test_tls_sans_name_addresses_as_ip_and_the_rest_as_dns_once_each():
+    from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._serve import tls_sans
+    assert tls_sans("172.18.0.2", ["api.example.com", "172.18.0.2", "2001:DB8::1", "10.0.0.9", "api.example.com"]) == [
+        "IP:172.18.0.2", "DNS:api.example.com", "IP:2001:db8::1", "IP:10.0.0.9"]
+    assert tls_sans("fe80::1", []) == ["IP:fe80::1"]
+    # Not an address (the validator refuses it before it gets here): never an IP entry.
+    assert tls_sans("172.18.0.2", ["10.0.0.256"]) == ["IP:172.18.0.2", "DNS:10.0.0.256"]

@@ -1,0 +1,27 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _cluster
+
+
+def cluster_hosts(hosts, hostvars, fields, common=None, default=None):
+    """The node records a verdict filter reads: for each host, {'host': name} and each of ``fields``
+    (record key -> variable name, or name.key.key) from its host variables, plus ``common``."""
+    if not isinstance(hosts, (list, tuple)):
+        raise AnsibleFilterError("cluster_hosts expects a list of hosts, got %s" % type(hosts).__name__)
+    if not isinstance(hostvars, Mapping) or not isinstance(fields, Mapping):
+        raise AnsibleFilterError("cluster_hosts expects hostvars and a mapping of record keys to variable names")
+    if common is not None and not isinstance(common, Mapping):
+        raise AnsibleFilterError("cluster_hosts expects common values as a mapping, got %s" % type(common).__name__)
+    return _cluster.host_records(hosts, hostvars, dict(fields), dict(common or {}), default)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"cluster_hosts": cluster_hosts}
