@@ -196,15 +196,17 @@ def test_preflight_fails_a_node_without_a_firewall_before_any_change(tmp_path):
     with open(os.path.join(ROOT, "roles", "prepare", "tasks", "preflight.yml")) as handle:
         gate = [t for t in yaml.safe_load(handle) if t["name"].startswith("Preflight | Fail on a node without the firewall")]
     assert len(gate) == 1 and gate[0].pop("any_errors_fatal") is True
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", PATH=BIN + os.pathsep + os.environ.get("PATH", ""),
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"))
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {
-        "a": {"probe": []}, "b": {"probe": ["/usr/sbin/nft"]}, "c": {"probe": ["firewalld"]}}}}))
+        "a": {"found": {"firewalld": False, "nft": ""}}, "b": {"found": {"firewalld": False, "nft": "/usr/sbin/nft"}},
+        "c": {"found": {"firewalld": True, "nft": ""}}}}}))
     runs = {}
     for mode in GATE:
         play = [{"name": mode, "hosts": "all", "gather_facts": False, "connection": "local",
                  "vars": {"prepare_firewall": mode},
-                 "tasks": [{"name": "Stand in for the probe", "ansible.builtin.set_fact": {
-                     "__prepare_firewall_probe": {"stdout_lines": "{{ probe }}"}}}] + gate}]
+                 "tasks": [{"name": "Stand in for what preflight_info read", "ansible.builtin.set_fact": {
+                     "__prepare_node": {"host": "{{ inventory_hostname }}", "facts": {"firewall": "{{ found }}"}}}}] + gate}]
         (tmp_path / ("%s.yml" % mode)).write_text(yaml.safe_dump(play, sort_keys=False))
         runs[mode] = subprocess.Popen(
             [os.path.join(BIN, "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"), str(tmp_path / ("%s.yml" % mode)),
