@@ -6,6 +6,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._cpuset import format_cpulist, parse_cpulist
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _binding
 
 
 def cpulist(cpus):
@@ -24,6 +25,13 @@ def cpulist_parse(text):
         raise AnsibleFilterError("cpulist_parse: %s" % exc)
 
 
+def affinity_rules(plan, optional=False):
+    """affinity_apply's rules from accelerator_facts' process plan; see plugin_utils/_binding.py."""
+    if not isinstance(plan, dict):
+        raise AnsibleFilterError("affinity_rules expects the plan of accelerator_facts, got %s" % type(plan).__name__)
+    return _binding.affinity_rules(plan, optional)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"cpulist": cpulist, "cpulist_parse": cpulist_parse}
+        return {"affinity_rules": affinity_rules, "cpulist": cpulist, "cpulist_parse": cpulist_parse}
