@@ -82,13 +82,18 @@ lint: venv collection
 	ansible-lint
 	shellcheck deploy.sh .ci/run images/build-base-image.sh tests/images/build-engine-image.sh tests/sanity/run.sh tests/bench/make-test-stages.sh \
 	  demo/demo.sh tests/demo/check-demo.sh \
-	  tests/fakes/bin/npu-smi tests/fakes/bin/hccn_tool tests/fakes/bin/nvidia-smi molecule/shared/node_state.sh \
-	  tests/bench/bench_container_rm.sh
+	  tests/fakes/bin/npu-smi tests/fakes/bin/hccn_tool tests/fakes/bin/nvidia-smi tests/fakes/bin/npu-exporter molecule/shared/node_state.sh \
+	  tests/bench/bench_container_rm.sh tests/promtool/get-promtool.sh
 
 sanity: venv collection
 	bash tests/sanity/run.sh
 
-unit: venv collection
+# Debian's promtool, for the rule tests (tests/unit/monitoring).
+PROMTOOL := $(CURDIR)/.cache/bin/promtool
+$(PROMTOOL):
+	bash tests/promtool/get-promtool.sh $(CURDIR)/.cache/bin
+
+unit: venv collection $(PROMTOOL)
 	cd $(COLLECTION_LINK) && $(PY) -m pytest -q -p no:cacheprovider -n auto tests/unit
 
 integration: venv collection
