@@ -25,6 +25,9 @@ Subcommands:
   teardown    stop and remove the engine, Ray, the firewall rules and the files deploy wrote (venv and model kept)
   restore     put back host settings deploy changed (CPU binding, NPU addresses, hccn.conf)
   bench       run vllm bench serve against the endpoint (artifacts/bench-*.json)
+  monitoring  exporters on every node, Prometheus and Alertmanager on the
+              monitoring host (or the head), rules, alerts, dashboards and the
+              metric truth check (artifacts/monitoring.json)
   demo        start a 2-node local container cluster, deploy a tiny model to it
               and print a curl that works (no -i needed; needs Docker)
   demo-down   remove the local demo cluster
@@ -32,7 +35,7 @@ Subcommands:
 Options:
   -i, --inventory PATH   inventory (an llm_solution config.yaml works as is)
   -t, --tags TAGS        only these parts: prepare, npu_network, binding, ray,
-                         model, serve (comma separated); status: prepare, ray,
+                         model, serve, monitoring (comma separated); status: prepare, ray,
                          serve, verify (verify = every report)
       --skip-tags TAGS   skip these parts
   -l, --limit HOSTS      limit to these hosts
@@ -60,7 +63,7 @@ die() {
 
 subcommand="deploy"
 case "${1:-}" in
-  deploy | status | teardown | restore | bench | demo | demo-down)
+  deploy | status | teardown | restore | bench | monitoring | demo | demo-down)
     subcommand="$1"
     shift
     ;;
@@ -126,6 +129,7 @@ case "$subcommand" in
   status) playbook="status" ;;
   teardown) playbook="teardown" ;;
   bench) playbook="bench" ;;
+  monitoring) playbook="monitoring" ;;
   demo | demo-down)
     [ -z "$inventory" ] || die "'$subcommand' builds its own inventory; drop -i"
     [ ${#passthrough[@]} -eq 0 ] || die "'$subcommand' takes no options"

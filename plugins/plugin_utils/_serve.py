@@ -520,5 +520,13 @@ def cluster_status_table(doc):
         endpoint.get("url"), "ready" if endpoint.get("ready") else "NOT READY",
         ",".join(endpoint.get("models") or []) or "-", completion.get("completion_tokens", "-"),
         completion.get("seconds", "-"), endpoint.get("auth_enforced")))
+    monitoring = doc.get("monitoring")
+    if monitoring:
+        if monitoring.get("prometheus_answered"):
+            lines.append("monitoring: %s, targets up %d of %d%s" % (
+                monitoring.get("prometheus"), monitoring.get("up", 0), len(monitoring.get("targets") or []),
+                "".join("; DOWN %s %s" % (t.get("job"), t.get("instance")) for t in monitoring.get("down") or [])))
+        else:
+            lines.append("monitoring: Prometheus %s did not answer (not deployed, or down)" % monitoring.get("prometheus"))
     lines.append("cluster: %s" % ("healthy" if doc.get("healthy") else "NOT healthy"))
     return lines
