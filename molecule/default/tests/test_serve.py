@@ -235,6 +235,10 @@ def test_status_reports_every_part():
     assert all(n["ray"]["in_cluster"] for n in doc["nodes"])
     assert doc["endpoint"]["models"] == [MODEL] and doc["endpoint"]["completion"]["completion_tokens"] == 8
     assert doc["healthy"] is True
+    # The monitoring section: Prometheus answered and every target is up.
+    assert doc["monitoring"]["prometheus_answered"] is True
+    assert doc["monitoring"]["down"] == [] and doc["monitoring"]["up"] == len(doc["monitoring"]["targets"]) == 8
+    assert "monitoring: http://" in result.stdout
 
 
 def test_bench_runs_against_the_endpoint():
