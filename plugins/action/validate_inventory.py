@@ -115,6 +115,7 @@ class ActionModule(ActionBase):
         env_maps=dict(type="dict", default={}),
         accounts=dict(type="dict", default={}),
         tls=dict(type="dict", default={}),
+        monitoring=dict(type="dict", default={}),
         cluster_ports=dict(type="bool", default=True),
         strict=dict(type="raw", default=False),
     )
@@ -213,6 +214,9 @@ class ActionModule(ActionBase):
         spec = dict(args)
         spec["groups"] = {name: list(groups.get(name) or []) for name in names}
         spec["all_hosts"] = list(groups.get("all") or [])
+        spec["monitoring"] = dict(args["monitoring"])
+        if isinstance(spec["monitoring"].get("group"), str):
+            spec["monitoring"]["hosts"] = list(groups.get(spec["monitoring"]["group"]) or [])
         spec["play_hosts"] = list(task_vars.get("ansible_play_hosts_all") or [])
         spec["interfaces"] = {}
         spec["addresses"] = {}

@@ -23,7 +23,10 @@ import math
 import posixpath
 import re
 import shlex
+import os
 import unicodedata
+
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _monitoring
 
 BACKEND_TYPES = ("MindFormers", "Native")
 MODEL_TYPES = ("safetensors", "ckpt")
@@ -554,6 +557,42 @@ def _check_tls(spec, errors):
                       "the controller) or neither (the serve role makes a CA and a certificate)." % (_show(cert), _show(key)))
 
 
+def _check_monitoring(spec, members, errors):
+    """The monitoring step's inputs, when it runs (llm_cluster_monitoring, or playbooks/monitoring.yml): its host is a
+    member, its thresholds and engine are known, the exporter binaries are files on the controller. Its ports are
+    checked with every other port (_check_ports)."""
+    monitoring = _dict(spec, "monitoring")
+    if not (monitoring.get("standalone") is True or _dict(spec, "booleans").get("llm_cluster_monitoring") is True):
+        return
+    group = monitoring.get("group")
+    hosts = monitoring.get("hosts") or []
+    if hosts and members is not _UNKNOWN_MEMBERS and hosts[0] not in members:
+        errors.append("monitoring host %s (first host of the group %s) is not in the cluster's groups: the firewall lets only "
+                      "members reach the exporters; list a cluster member first in %s, or leave the group out to monitor "
+                      "from the head." % (_show(hosts[0]), _show(group), _show(group)))
+    thresholds = monitoring.get("thresholds")
+    if not isinstance(thresholds, dict):
+        errors.append("monitoring_alert_thresholds = %s must be a mapping of threshold names to values, e.g. "
+                      "{ttft_p99_seconds: 5, kv_cache_ratio: 0.95}." % _show(thresholds))
+    else:
+        try:
+            _monitoring.alert_rules(thresholds)
+        except ValueError as exc:
+            errors.append("%s." % exc)
+    engine = monitoring.get("engine")
+    if engine != "auto" and engine not in _monitoring.ENGINES:
+        errors.append("monitoring_engine = %s: choose auto (the engine the serve step runs) or one of %s."
+                      % (_show(engine), ", ".join(_monitoring.ENGINES)))
+    for name in ("monitoring_npu_exporter_src", "monitoring_dcgm_exporter_src"):
+        value = monitoring.get(name)
+        if value in (None, ""):
+            continue
+        if not isinstance(value, str) or not os.path.isfile(value):
+            errors.append("%s = %s is not a file on the controller: give the path of the exporter binary from your %s "
+                          "package, or leave it empty to use the one already on the nodes."
+                          % (name, _show(value), "MindCluster" if "npu" in name else "DCGM"))
+
+
 def _show_tag(tag):
     text = repr(tag)
     return text if len(text) < 40 else "20250717"
@@ -622,6 +661,8 @@ def _checks(spec, members, errors, warnings):
         ("environment maps", lambda: _check_env_names(spec, errors)),
         ("accounts", lambda: _check_accounts(spec, errors)),
         ("serve_tls_names, serve_tls_cert_file, serve_tls_key_file", lambda: _check_tls(spec, errors)),
+        ("monitoring_group, monitoring_alert_thresholds, monitoring_engine, monitoring_*_exporter_src",
+         lambda: _check_monitoring(spec, members, errors)),
         ("passwords", lambda: _check_secrets(spec, warnings)),
         (", ".join(SSH_ARG_VARS), lambda: _check_host_keys(spec, warnings)),
         ("variable names", lambda: _check_unknown_variables(spec, warnings)),
@@ -637,7 +678,8 @@ def verdict(spec):
     cidrs {var: value or [values]}, cidr_lists {var: [values]}, booleans {var: value},
     flags {var: 0/1 value}, addresses {host: ansible_host}, container {var: value},
     env_maps {var: {NAME: value}}, accounts {var: user}, tls {serve_tls_names, serve_tls_cert_file,
-    serve_tls_key_file}, cleartext_secrets {host: [vars]}, host_key_checking_off {var: {option: [hosts]}},
+    serve_tls_key_file}, monitoring {standalone, group, hosts, thresholds, engine, monitoring_*_exporter_src},
+    cleartext_secrets {host: [vars]}, host_key_checking_off {var: {option: [hosts]}},
     variables {scope: [names]}, known_variables [names].
     Never raises: a check that fails on a value reports it as an error.
     """

@@ -167,3 +167,20 @@ def test_every_problem_is_reported_in_one_run(tmp_path):
     output = " ".join((result.stdout + result.stderr).split())
     assert result.returncode == 2
     assert "Inventory validation found 5 problem(s)" in output
+
+
+def test_monitoring_yml_checks_the_monitoring_inputs_without_the_switch(tmp_path):
+    """./deploy.sh monitoring runs the step whatever llm_cluster_monitoring says, so it checks its inputs anyway;
+    deploy.yml without the switch does not."""
+    inventory = write_inventory(tmp_path, apply_case({"set": {"monitoring_alert_thresholds": {"kv_cache_ratio": -1}}}))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
+               ANSIBLE_HOST_KEY_CHECKING="True", PATH=BIN + os.pathsep + os.environ.get("PATH", ""), ANSIBLE_NOCOLOR="1")
+    result = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", inventory,
+                             os.path.join(ROOT, "playbooks", "monitoring.yml")],
+                            env=env, capture_output=True, text=True, timeout=120, check=False)
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 2 and "Inventory validation found 1 problem(s)" in output, output
+    assert "monitoring_alert_thresholds.kv_cache_ratio must be a positive number, got -1" in output
+    assert "UNREACHABLE" not in output
+    result = run_playbook(inventory, "--tags", "always")
+    assert result.returncode == 0, result.stdout + result.stderr

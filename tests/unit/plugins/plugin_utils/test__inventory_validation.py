@@ -315,3 +315,19 @@ def test_host_key_checking_off_is_a_warning_naming_the_variable_the_hosts_and_th
         "ansible_ssh_common_args turns SSH host key checking off with 'StrictHostKeyChecking=no' for master1, worker1, "
         "worker2: a node's changed key would go unnoticed. Remove the option and collect the nodes' keys once "
         "(ssh-keyscan -H <address> >> ~/.ssh/known_hosts, after checking their fingerprints)."]
+
+
+MONITORING = {"standalone": False, "group": "monitoring", "hosts": ["mon1"], "thresholds": {"kv_cache_ratio": -1},
+              "engine": "tgi", "monitoring_npu_exporter_src": "/nonexistent/npu-exporter", "monitoring_dcgm_exporter_src": ""}
+
+
+def test_monitoring_inputs_are_checked_only_when_the_step_runs(tmp_path):
+    assert validate(spec_with(monitoring=MONITORING)) == []
+    errors = validate(spec_with(monitoring=MONITORING, booleans={"llm_cluster_monitoring": True}))
+    assert [e.split(" ")[0] for e in errors] == ["monitoring", "monitoring_alert_thresholds.kv_cache_ratio",
+                                                 "monitoring_engine", "monitoring_npu_exporter_src"], errors
+    binary = tmp_path / "npu-exporter"
+    binary.write_text("#!/bin/sh\n")
+    good = dict(MONITORING, standalone=True, hosts=["master1"], thresholds={}, engine="auto",
+                monitoring_npu_exporter_src=str(binary))
+    assert validate(spec_with(monitoring=good)) == []

@@ -128,10 +128,10 @@ def test_a_trimmed_dcgm_page_misses_what_its_collector_dropped():
     assert "DCGM_FI_DEV_GPU_UTIL" not in report["missing"]
 
 
-def test_the_npu_exporter_default_groups_lack_ecc_and_pfc():
-    # npu-exporter's golden output (its default metric groups) has health, link, network, HBM, utilisation and
-    # temperature, not the hbm ECC or RoCE/PFC groups: the truth check names exactly those two, which
-    # metricConfiguration.json must switch on (docs/monitoring.md).
+def test_an_npu_exporter_without_its_hbm_and_roce_groups_misses_ecc_and_pfc():
+    # npu-exporter's golden output covers the groups its unit tests enable: health, link, network, HBM use,
+    # utilisation, temperature, not the hbm ECC or RoCE/PFC families. The truth check names exactly those two,
+    # as it would on a site whose metricConfiguration.json switched those groups off (docs/monitoring.md).
     required = m.required_metrics(m.recording_rules("vllm_ascend", "0.9.1", ["npu"]))
     page = {"job": "npu", "instance": "npu1:8082", "text": fixture("npu-exporter-metrics-testdata-mindcluster.txt")}
     [report] = m.missing_metrics(required, [page])
