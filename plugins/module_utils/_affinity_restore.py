@@ -12,7 +12,9 @@ now, then writes the originals and drops each record once it reads back.
 
 * A process is restored only when its PID, start time and boot id match the
   record; threads started after the binding that carry one of the bound sets
-  get the original affinity of their process.
+  get the original affinity of their process. Threads that a still-bound
+  thread starts while the restore runs inherit a bound set too: a bounded
+  re-scan (the settle loop, as in the binding) gives them the original.
 * Records of an earlier boot, of exited processes and threads, of reused PIDs
   and of IRQs that now belong to another device are reported in ``skipped``
   and dropped; a failed write is reported and kept for a later run.
@@ -21,10 +23,11 @@ now, then writes the originals and drops each record once it reads back.
 from __future__ import annotations
 
 import os
+import time
 
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.aihost.llm_cluster.plugins.module_utils._affinity_present import KIND
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._affinity_present import KIND, SETTLE_DELAY
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._affinity_rules import thread_lines
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._change import ChangeError, StateRecord, diff_of, lines_text
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._cpuset import format_cpulist, parse_cpulist
@@ -61,6 +64,9 @@ class Restorer:
         self.by_pid = {}
         self.writes = []       # (pid, tid, target, keys to drop on success)
         self.irq_writes = []   # (key, row)
+        self.inherited = {}    # pid -> (the process's original, the bound sets), for the settle loop
+        self.handled = set()   # (pid, tid) planned or caught by the settle loop
+        self.settle_rounds = 0
 
     @property
     def entries(self):
@@ -125,7 +131,9 @@ class Restorer:
             for tid in gone:
                 self.forget("task:%d:%d" % (pid, tid))
         planned_tids = set(tid for tid, cpus, keys in plan)
+        self.handled.update((pid, tid) for tid in planned_tids)
         if proc_entry:
+            self.inherited[pid] = (sorted(proc_entry["cpus"]), applied)
             # Threads started after the binding inherited a bound set: they get the process's original.
             for tid in live:
                 if tid in planned_tids:
@@ -133,6 +141,7 @@ class Restorer:
                 current = get_affinity(tid)
                 if current is not None and current in applied:
                     plan.append((tid, sorted(proc_entry["cpus"]), []))
+                    self.handled.add((pid, tid))
         entry_result = dict(pid=pid, comm=comm, cpus=format_cpulist(proc_entry["cpus"]) if proc_entry else "",
                             tids=[], changed_tids=[])
         pairs_before = []
@@ -223,8 +232,9 @@ class Restorer:
 
     # -- applying ------------------------------------------------------------
 
-    def apply(self, move=None):
+    def apply(self, move=None, settle=0):
         self.apply_threads()
+        self.settle_rounds = self.settle(settle)
         self.apply_irqs()
         self.apply_numa()
         self.apply_banned(move)
@@ -246,6 +256,29 @@ class Restorer:
             for key in keys:
                 self.forget(key)
             self.state.dirty = True
+
+    def settle(self, limit):
+        """Re-scan the restored processes for threads started with a bound set; returns the rounds."""
+        rounds = 0
+        quiet = 0
+        while self.inherited and rounds < limit and quiet < 2:
+            time.sleep(SETTLE_DELAY)
+            rounds += 1
+            caught = False
+            for pid, (original, applied) in sorted(self.inherited.items()):
+                for tid in self.table.tids(pid):
+                    if (pid, tid) in self.handled:
+                        continue
+                    current = get_affinity(tid)
+                    if current is None or current not in applied:
+                        continue
+                    self.handled.add((pid, tid))
+                    caught = True
+                    error = set_affinity(tid, original)
+                    if error and error != "gone":
+                        self.skipped.append(dict(pid=pid, tids=[tid], reason=error))
+            quiet = 0 if caught else quiet + 1
+        return rounds
 
     def apply_irqs(self):
         for key, row in self.irq_writes:
@@ -318,7 +351,8 @@ def apply_restored(params, table, boot_id, check_mode=False, diff=False, move=No
     restorer.plan()
     result["changed"] = restorer.changed
     if not check_mode:
-        restorer.apply(move)
+        restorer.apply(move, params.get("settle", 5))
+        result["settle_rounds"] = restorer.settle_rounds
     result.update(restorer.public_result())
     if not check_mode and state.dirty:
         state.save("restored, but the state file was not updated: ", result)

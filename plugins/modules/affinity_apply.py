@@ -95,7 +95,8 @@ options:
     description:
       - Most re-scan rounds after the first binding pass. Each round waits a short moment, lists the threads of
         every matched process again and binds those that are not bound yet; it stops after two consecutive
-        rounds that found nothing to bind. V(0) disables the re-scan.
+        rounds that found nothing to bind. V(0) disables the re-scan. With O(state=restored), the same rounds look
+        for threads started with a bound set while the restore ran, and give them their process's original.
     type: int
     default: 5
   irqs:
@@ -346,7 +347,7 @@ irqbalance_banned:
       sample: true
   sample: {path: /etc/sysconfig/irqbalance, before: null, after: 0-47, changed: true}
 settle_rounds:
-  description: Number of re-scan rounds made after the first binding pass.
+  description: Number of re-scan rounds made after the first binding (or restoring) pass.
   returned: always
   type: int
   sample: 2

@@ -156,3 +156,52 @@ def test_threads_of_a_real_process_bound_and_restored(tmp_path):
     finally:
         child.stdin.close()
         child.wait()
+
+
+SPAWNER = """
+import sys, threading
+def block(started):
+    print(threading.get_native_id(), flush=True)
+    started.wait()
+for line in sys.stdin:
+    threading.Thread(target=block, args=(threading.Event(),), daemon=True).start()
+"""
+
+
+@pytest.mark.skipif(len(ALL_CPUS) < 2, reason="needs two CPUs")
+def test_restore_catches_a_thread_started_with_a_bound_set_while_it_runs(tmp_path, monkeypatch):
+    """A thread that a still-bound thread starts during the restore gets the original too (the settle loop)."""
+    from ansible_collections.aihost.llm_cluster.plugins.module_utils import _affinity_restore
+
+    token = uuid.uuid4().hex
+    child = subprocess.Popen([sys.executable, "-c", SPAWNER, "--token=" + token],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    late = []
+    original_apply_threads = _affinity_restore.Restorer.apply_threads
+
+    def apply_threads_then_a_late_thread(self):
+        original_apply_threads(self)
+        # What the kernel does when a thread not restored yet starts one: it inherits the bound set.
+        child.stdin.write("spawn\n")
+        child.stdin.flush()
+        tid = int(child.stdout.readline())
+        os.sched_setaffinity(tid, [ALL_CPUS[0]])
+        late.append(tid)
+
+    try:
+        rule = dict(cmdline=r"\x00--token=%s$" % token, cpus=[ALL_CPUS[0]])
+        args = params("/proc", tmp_path / "state", rules=[rule], settle=5)
+        assert run_present(args)["changed"] is True
+        monkeypatch.setattr(_affinity_restore.Restorer, "apply_threads", apply_threads_then_a_late_thread)
+        restored = run_restored(dict(args, state="restored"))
+        assert restored["skipped"] == []
+        assert late and sorted(os.sched_getaffinity(late[0])) == ALL_CPUS
+        assert restored["settle_rounds"] >= 2
+
+        monkeypatch.setattr(_affinity_restore.Restorer, "apply_threads", original_apply_threads)
+        assert run_present(args)["changed"] is True
+        without = run_restored(dict(args, state="restored", settle=0))
+        assert without["settle_rounds"] == 0
+    finally:
+        child.stdin.close()
+        child.wait()
