@@ -21,7 +21,8 @@ import sys
 import time
 
 ACTION = re.compile(r"INFO\s+\[(?P<scenario>[^ \]]+) > (?P<action>[^\]]+)\] (?P<what>Executing|Executed)")
-TASK_TIME = re.compile(r"^(?P<task>.+?) -{3,} (?P<seconds>[0-9.]+)s$")
+# profile_tasks pads a task's name with dashes up to a width: a long name gets a single one.
+TASK_TIME = re.compile(r"^(?P<task>.+?) -+ (?P<seconds>[0-9.]+)s$")
 
 
 def main(argv: list[str] | None = None) -> int:
