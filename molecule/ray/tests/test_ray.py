@@ -351,6 +351,11 @@ def test_status_reports_every_node(nodes):
     assert [(n["host"], n["in_cluster"], n["ray_version"], n["resources"]["NPU"]) for n in doc["nodes"]] == [
         (name, "alive", "2.60.0", 8) for name in NAMES]
     assert "Ray at " in result.stdout and "3 of 3 node(s) alive" in result.stdout
+    # No monitoring step ran here: its section says so, after one request to the head (status.yml never waits).
+    with open(os.path.join(ARTIFACTS, "status.json"), encoding="utf-8") as handle:
+        monitoring = json.load(handle)["monitoring"]
+    assert monitoring["prometheus_answered"] is False and monitoring["targets"] == []
+    assert "did not answer: monitoring not deployed" in result.stdout
 
 
 def test_worker_that_cannot_reach_the_head_is_named(nodes, addresses):
