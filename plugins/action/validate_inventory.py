@@ -116,6 +116,7 @@ class ActionModule(ActionBase):
         accounts=dict(type="dict", default={}),
         tls=dict(type="dict", default={}),
         monitoring=dict(type="dict", default={}),
+        watchdog=dict(type="dict", default={}),
         cluster_ports=dict(type="bool", default=True),
         strict=dict(type="raw", default=False),
     )

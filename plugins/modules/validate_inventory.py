@@ -98,6 +98,14 @@ options:
         V(serve_tls_cert_file) and V(serve_tls_key_file) are set together or not at all.
     type: dict
     default: {}
+  watchdog:
+    description:
+      - The inference watchdog's settings (C(serve_watchdog_interval), C(serve_watchdog_timeout),
+        C(serve_watchdog_failures), C(serve_watchdog_start_grace), C(serve_watchdog_max_restarts),
+        C(serve_watchdog_window)), checked when C(serve_watchdog) is true. Each must be a whole number in its range,
+        and the window must hold at least one full count of failures.
+    type: dict
+    default: {}
   cluster_ports:
     description:
       - Also check the ports and port ranges of the roles' defaults (Ray's fixed ports and worker range, the rsync

@@ -593,6 +593,40 @@ def _check_monitoring(spec, members, errors):
                           % (name, _show(value), "MindCluster" if "npu" in name else "DCGM"))
 
 
+# (variable, lowest, highest, what it is, a good value) of the watchdog's whole numbers.
+WATCHDOG_LIMITS = (
+    ("serve_watchdog_interval", 5, 86400, "seconds between two checks", 30),
+    ("serve_watchdog_timeout", 1, 3600, "seconds one completion may take", 60),
+    ("serve_watchdog_failures", 1, 100, "failed checks in a row before a restart", 3),
+    ("serve_watchdog_start_grace", 0, 86400, "seconds a new engine may fail before failures count (0 = the readiness "
+     "budget)", 0),
+    ("serve_watchdog_max_restarts", 0, 100, "restarts in one window (0 = watch and report, never restart)", 3),
+    ("serve_watchdog_window", 60, 604800, "seconds over which restarts are counted", 3600),
+)
+
+
+def _check_watchdog(spec, errors):
+    """The watchdog's numbers, when it runs: whole numbers in range, a window that holds one count of failures."""
+    watchdog = _dict(spec, "watchdog")
+    if watchdog.get("serve_watchdog") is not True:
+        return
+    values = {}
+    for name, low, high, what, good in WATCHDOG_LIMITS:
+        value = watchdog.get(name)
+        number = _as_int(value)
+        if number is None or not low <= number <= high:
+            errors.append("%s = %s must be a whole number from %d to %d (%s), e.g. %s: %s." % (
+                name, _show(value), low, high, what, name, good))
+        else:
+            values[name] = number
+    interval, failures, window = (values.get("serve_watchdog_%s" % key) for key in ("interval", "failures", "window"))
+    if None not in (interval, failures, window) and window < interval * failures:
+        least = interval * failures
+        errors.append("serve_watchdog_window = %d is shorter than one count of failures (serve_watchdog_interval %d x "
+                      "serve_watchdog_failures %d = %d s), so the restart limit could never hold: set "
+                      "serve_watchdog_window to at least %d." % (window, interval, failures, least, least))
+
+
 def _show_tag(tag):
     text = repr(tag)
     return text if len(text) < 40 else "20250717"
@@ -663,6 +697,7 @@ def _checks(spec, members, errors, warnings):
         ("serve_tls_names, serve_tls_cert_file, serve_tls_key_file", lambda: _check_tls(spec, errors)),
         ("monitoring_group, monitoring_alert_thresholds, monitoring_engine, monitoring_*_exporter_src",
          lambda: _check_monitoring(spec, members, errors)),
+        ("serve_watchdog_*", lambda: _check_watchdog(spec, errors)),
         ("passwords", lambda: _check_secrets(spec, warnings)),
         (", ".join(SSH_ARG_VARS), lambda: _check_host_keys(spec, warnings)),
         ("variable names", lambda: _check_unknown_variables(spec, warnings)),
@@ -679,6 +714,7 @@ def verdict(spec):
     flags {var: 0/1 value}, addresses {host: ansible_host}, container {var: value},
     env_maps {var: {NAME: value}}, accounts {var: user}, tls {serve_tls_names, serve_tls_cert_file,
     serve_tls_key_file}, monitoring {standalone, group, hosts, thresholds, engine, monitoring_*_exporter_src},
+    watchdog {serve_watchdog, serve_watchdog_interval, _timeout, _failures, _start_grace, _max_restarts, _window},
     cleartext_secrets {host: [vars]}, host_key_checking_off {var: {option: [hosts]}},
     variables {scope: [names]}, known_variables [names].
     Never raises: a check that fails on a value reports it as an error.

@@ -383,6 +383,23 @@ def _binding(result):
             "processes": len(result.get("processes") or result.get("after") or [])}
 
 
+def watchdog_status(settings):
+    """The watchdog's part of the endpoint document, from its state file (None: the watchdog is off)."""
+    settings = settings or {}
+    if not settings.get("enabled"):
+        return None
+    state = settings.get("state") if isinstance(settings.get("state"), dict) else {}
+    if not state:
+        return {"enabled": True, "result": "not run yet", "detail": "no state file yet (the first check runs one "
+                "interval after the timer starts)", "failures": 0, "restarts": []}
+    restarts = [{"at": r.get("at"), "reason": r.get("reason"), "ok": r.get("ok")} for r in state.get("restarts") or []
+                if isinstance(r, dict)]
+    return {"enabled": True, "result": state.get("result"), "detail": state.get("detail") or "",
+            "failures": state.get("failures", 0), "restarts": restarts, "held": bool(state.get("held")),
+            "checked_at": state.get("checked_at"), "last_ok_at": state.get("last_ok_at"),
+            "last_error": state.get("last_error"), "engine": state.get("engine")}
+
+
 def status(nodes, plan_result, settings):
     """One document: the endpoint (models, a timed completion, the key check) and every node's engine."""
     probe = settings.get("probe") or {}
@@ -421,12 +438,24 @@ def status(nodes, plan_result, settings):
                           "accelerator": node.get("accelerator"), "devices": node.get("count", 0),
                           "role": entry.get("role", "none"), "engine": engine,
                           "argv": entry.get("argv") or [],
+                          "watchdog": watchdog_status(node.get("watchdog")),
                           "binding": _binding(node.get("binding")) if settings.get("affinity") else
                           {"applied": False, "reason": "not planned for this topology or accelerator"}})
     return {"backend": plan_result.get("backend"), "topology": plan_result.get("topology"),
             "runtime": settings.get("runtime"), "tensor_parallel_size": plan_result.get("tp"),
             "pipeline_parallel_size": plan_result.get("pp"), "data_parallel_size": plan_result.get("dp"),
-            "endpoint": endpoint, "nodes": doc_nodes}
+            "endpoint": endpoint, "nodes": doc_nodes,
+            # The API node's watchdog (completions); each node's own is in its entry.
+            "watchdog": next((n["watchdog"] for n in doc_nodes if n["role"] == "api"), None)}
+
+
+def _watchdog_line(watchdog):
+    if not watchdog:
+        return "watchdog: off (serve_watchdog)"
+    line = "watchdog: %s, %d restart(s) in its window" % (watchdog.get("result"), len(watchdog.get("restarts") or []))
+    if watchdog.get("detail"):
+        line += "; " + watchdog["detail"]
+    return line
 
 
 def status_table(doc):
@@ -444,6 +473,10 @@ def status_table(doc):
         lines.append("completion: %s tokens in %.3f s, finish_reason %s; API key enforced: %s" % (
             completion.get("completion_tokens"), float(completion.get("seconds") or 0), completion.get("finish_reason"),
             endpoint.get("auth_enforced")))
+    lines.append(_watchdog_line(doc.get("watchdog")))
+    for node in doc.get("nodes", []):
+        if node.get("role") == "headless" and node.get("watchdog"):
+            lines.append("  %s (headless): %s" % (node["host"], _watchdog_line(node["watchdog"])))
     lines.append("%-16s %-15s %-10s %-9s %-10s %-8s %s" % ("node", "address", "devices", "role", "engine", "pid", "binding"))
     for node in doc.get("nodes", []):
         engine = node.get("engine") or {}
@@ -495,7 +528,7 @@ def cluster_status(ray, serve, accelerators, generated=None):
                     "complete": ray.get("complete"), "resources": ray.get("resources")},
             "serve": {key: serve.get(key) for key in ("backend", "topology", "runtime", "tensor_parallel_size",
                                                       "pipeline_parallel_size", "data_parallel_size")},
-            "endpoint": endpoint}
+            "endpoint": endpoint, "watchdog": serve.get("watchdog")}
 
 
 def cluster_status_table(doc):
@@ -520,6 +553,11 @@ def cluster_status_table(doc):
         endpoint.get("url"), "ready" if endpoint.get("ready") else "NOT READY",
         ",".join(endpoint.get("models") or []) or "-", completion.get("completion_tokens", "-"),
         completion.get("seconds", "-"), endpoint.get("auth_enforced")))
+    if "watchdog" in doc:
+        lines.append(_watchdog_line(doc.get("watchdog")))
+    for node in doc.get("nodes", []):
+        if node.get("role") == "headless" and node.get("watchdog"):
+            lines.append("  %s (headless): %s" % (node["host"], _watchdog_line(node["watchdog"])))
     monitoring = doc.get("monitoring")
     if monitoring:
         if monitoring.get("prometheus_answered"):

@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -331,6 +332,126 @@ def test_restore_puts_every_engine_thread_back(nodes):
         assert worker == {tid: recorded[name].get(tid, main) for tid in worker}
 
 
+WATCHDOG_STATE = "/var/lib/llm_cluster/watchdog/state.json"
+TIMING = os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY", "."), ".cache", "timing", "watchdog-recovery.json")
+
+
+def watchdog_state(node):
+    return json.loads(node.file(WATCHDOG_STATE).content_string)
+
+
+def answers(url, key, rank, timeout=10):
+    """A one-token completion to one data-parallel rank: its status, or None when nothing answered in time."""
+    body = json.dumps({"model": MODEL, "prompt": "x", "max_tokens": 1, "temperature": 0, "ignore_eos": True}).encode()
+    req = urllib.request.Request(url + "/v1/completions", data=body, method="POST",
+                                 headers={"Content-Type": "application/json", "Authorization": "Bearer " + key,
+                                          "X-data-parallel-rank": str(rank)})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
+
+
+def record_timing(name, seconds):
+    figures = {}
+    if os.path.exists(TIMING):
+        with open(TIMING, encoding="utf-8") as handle:
+            figures = json.load(handle)
+    figures[name] = round(seconds, 1)
+    os.makedirs(os.path.dirname(TIMING), exist_ok=True)
+    with open(TIMING, "w", encoding="utf-8") as handle:
+        json.dump(figures, handle, indent=2, sort_keys=True)
+
+
+def test_the_watchdog_runs_on_both_nodes_and_sees_the_engine_serve(nodes):
+    for name, mode in (("ct-master1", "leader"), ("ct-worker1", "follower")):
+        node = nodes[name]
+        timer = node.service("llm-cluster-watchdog.timer")
+        assert timer.is_running and timer.is_enabled
+        config = node.file("/etc/llm_cluster/watchdog.json")
+        assert (config.mode, config.user) == (0o600, "root")
+        settings = json.loads(config.content_string)
+        assert settings["mode"] == mode
+        # The API key only where completions are sent; the headless node reads the open /health.
+        assert ("api_key" in settings) is (mode == "leader")
+        deadline = time.monotonic() + 60
+        while not (node.file(WATCHDOG_STATE).exists and watchdog_state(node)["result"] == "ok"):
+            assert time.monotonic() < deadline, node.check_output("journalctl -u llm-cluster-watchdog.service -n 20 --no-pager")
+            time.sleep(2)
+    assert json.loads(nodes["ct-master1"].file("/etc/llm_cluster/watchdog.json").content_string)["ranks"] == 2
+
+
+def restarts(node):
+    return watchdog_state(node).get("restarts", [])
+
+
+def test_a_hung_engine_core_behind_a_live_api_is_restarted_by_the_watchdog(nodes, url, key):
+    head, worker = nodes["ct-master1"], nodes["ct-worker1"]
+    started = {name: inspect(node, ENGINE)["State"]["StartedAt"] for name, node in nodes.items()}
+    before = {name: len(restarts(node)) for name, node in nodes.items()}
+    core = int(head.check_output("pgrep -f '^VLLM::EngineCore_DP0'").split()[0])
+    head.check_output("kill -STOP %d" % core)
+    stopped = time.monotonic()
+    # The trap: the API front still answers /health while rank 0 answers nothing (the other rank still
+    # takes requests: the API server sends each to the least loaded rank, and the hung one looks busy).
+    assert request(url, "/health", timeout=10)[0] == 200
+    assert answers(url, key, 1) == 200
+    assert answers(url, key, 0, timeout=8) is None
+    # Served again only once both ranks are back: every rank is asked by name.
+    deadline = time.monotonic() + 420
+    while not (len(restarts(head)) > before["ct-master1"] and watchdog_state(head)["result"] == "ok"):
+        assert time.monotonic() < deadline, watchdog_state(head)
+        time.sleep(2)
+    recovered = time.monotonic() - stopped
+    record_timing("hung_engine_core_to_both_ranks_serving_s", recovered)
+    last = restarts(head)[-1]
+    assert last["reason"] == "2 failed completion(s) in a row, the last: rank 0: no answer within 5s", last
+    assert last["ok"] is True and last["command"] == "docker restart --time 30 %s" % ENGINE
+    # The headless rank had joined the engine that went away: its watchdog restarted it, once.
+    assert len(restarts(worker)) == before["ct-worker1"] + 1
+    assert restarts(worker)[-1]["reason"].endswith("this engine joined the API node's engine before it went away")
+    assert all(inspect(node, ENGINE)["State"]["StartedAt"] != started[name] for name, node in nodes.items())
+    journal = head.check_output("journalctl -u llm-cluster-watchdog.service --no-pager")
+    assert "restarted (docker restart --time 30 %s)" % ENGINE in journal
+    assert [answers(url, key, rank) for rank in (0, 1)] == [200, 200]
+    test_both_data_parallel_ranks_serve(url, key)
+
+
+def test_a_killed_engine_core_comes_back_without_ansible(nodes, url, key):
+    head = nodes["ct-master1"]
+    before = inspect(head, ENGINE)
+    leader_restarts = len(restarts(head))
+    core = int(head.check_output("pgrep -f '^VLLM::EngineCore_DP0'").split()[0])
+    head.check_output("kill -KILL %d" % core)
+    killed = time.monotonic()
+    deadline = killed + 420
+    while watchdog_state(head)["result"] != "ok" or watchdog_state(head)["instance"] == before["State"]["StartedAt"]:
+        assert time.monotonic() < deadline, watchdog_state(head)
+        time.sleep(2)
+    record_timing("killed_engine_core_to_both_ranks_serving_s", time.monotonic() - killed)
+    # The API front exits once its core is dead and Docker's restart policy starts the container again:
+    # the watchdog saw the engine down, not failing, and restarted nothing itself.
+    after = inspect(head, ENGINE)
+    assert after["RestartCount"] == before["RestartCount"] + 1
+    assert len(restarts(head)) == leader_restarts
+    test_both_data_parallel_ranks_serve(url, key)
+
+
+def test_status_reports_the_watchdog_and_its_restart(nodes):
+    result = playbook("status", "--tags", "serve")[0]
+    assert result.returncode == 0, result.stdout[-3000:]
+    artifacts = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "artifacts")
+    with open(os.path.join(artifacts, "serve.json"), encoding="utf-8") as handle:
+        watchdog = json.load(handle)["watchdog"]
+    assert watchdog["enabled"] is True and watchdog["result"] == "ok"
+    assert watchdog["restarts"][-1]["reason"].startswith("2 failed completion(s) in a row")
+    assert re.search(r"watchdog: ok, [1-9] restart\(s\) in its window", result.stdout)
+    assert re.search(r"ct-worker1 \(headless\): watchdog: ok, [1-9] restart\(s\) in its window", result.stdout)
+
+
 def test_teardown_removes_the_engine_and_starts_the_decoy_again(nodes):
     head = nodes["ct-master1"]
     result, changed = playbook("teardown", "--tags", "serve")
@@ -340,5 +461,9 @@ def test_teardown_removes_the_engine_and_starts_the_decoy_again(nodes):
     assert inspect(head, DECOY)["State"]["Running"] is True
     assert not head.file("/var/lib/llm_cluster/serve-stopped-containers.json").exists
     assert not head.file("/etc/llm_cluster/engine.key").exists
+    for node in nodes.values():
+        assert not node.file("/etc/llm_cluster/watchdog.json").exists
+        assert not node.file("/etc/systemd/system/llm-cluster-watchdog.timer").exists
+        assert not node.file(WATCHDOG_STATE).exists
     result, changed = playbook("teardown", "--tags", "serve")
     assert result.returncode == 0 and set(changed.values()) == {0}, result.stdout[-3000:]

@@ -183,6 +183,10 @@ def test_engine_runs_only_on_the_head(nodes):
     assert nodes["master1"].service("llm-cluster-engine").is_enabled
     for name in ("worker1", "worker2"):
         assert not nodes[name].file("/etc/systemd/system/llm-cluster-engine.service").exists
+        # With Ray the workers run no engine of their own: no watchdog either.
+        assert not nodes[name].file("/etc/systemd/system/llm-cluster-watchdog.timer").exists
+    timer = nodes["master1"].service("llm-cluster-watchdog.timer")
+    assert timer.is_running and timer.is_enabled
 
 
 def test_engine_and_its_workers_do_not_run_as_root(nodes):
@@ -235,6 +239,11 @@ def test_status_reports_every_part():
     assert all(n["ray"]["in_cluster"] for n in doc["nodes"])
     assert doc["endpoint"]["models"] == [MODEL] and doc["endpoint"]["completion"]["completion_tokens"] == 8
     assert doc["healthy"] is True
+    # The watchdog on the API node (Ray: completions to the head's API, no ranks) saw the engine serve and
+    # restarted nothing.
+    assert doc["watchdog"]["enabled"] is True and doc["watchdog"]["result"] == "ok", doc["watchdog"]
+    assert doc["watchdog"]["restarts"] == [] and doc["watchdog"]["engine"]["running"] is True
+    assert "watchdog: ok, 0 restart(s) in its window" in result.stdout
     # The monitoring section: Prometheus answered and every target is up.
     assert doc["monitoring"]["prometheus_answered"] is True
     assert doc["monitoring"]["down"] == [] and doc["monitoring"]["up"] == len(doc["monitoring"]["targets"]) == 8
@@ -299,6 +308,8 @@ def test_teardown_removes_the_engine_and_changes_nothing_twice(nodes, url, key):
     assert not head.file("/etc/systemd/system/llm-cluster-engine.service").exists
     assert not head.file("/etc/llm_cluster/engine.env").exists
     assert not head.file("/etc/llm_cluster/tls").exists
+    assert not head.file("/etc/llm_cluster/watchdog.json").exists
+    assert not head.file("/etc/systemd/system/llm-cluster-watchdog.timer").exists
     assert head.run("pgrep -f '[v]llm serve'").rc == 1
     assert head.service("llm-cluster-ray-head").is_running
     result, changed = playbook("teardown", "--tags", "serve")

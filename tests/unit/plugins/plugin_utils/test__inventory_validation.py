@@ -72,6 +72,37 @@ def test_each_problem_names_variable_value_and_fix(changes, expected):
     assert expected in errors[0]
 
 
+WATCHDOG = {"serve_watchdog": True, "serve_watchdog_interval": 30, "serve_watchdog_timeout": 60,
+            "serve_watchdog_failures": 3, "serve_watchdog_start_grace": 0, "serve_watchdog_max_restarts": 3,
+            "serve_watchdog_window": 3600}
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"serve_watchdog_interval": "30s"}, "serve_watchdog_interval = '30s' must be a whole number from 5 to 86400 "
+     "(seconds between two checks), e.g. serve_watchdog_interval: 30."),
+    ({"serve_watchdog_interval": 1}, "serve_watchdog_interval = 1 (integer) must be a whole number from 5"),
+    ({"serve_watchdog_failures": True}, "serve_watchdog_failures = True (boolean) must be a whole number from 1 to 100"),
+    ({"serve_watchdog_failures": 0}, "serve_watchdog_failures = 0 (integer) must be a whole number from 1"),
+    ({"serve_watchdog_timeout": -5}, "serve_watchdog_timeout = -5 (integer) must be a whole number from 1 to 3600"),
+    ({"serve_watchdog_timeout": 2.5}, "serve_watchdog_timeout = 2.5 (number) must be a whole number"),
+    ({"serve_watchdog_start_grace": "$(reboot)"}, "serve_watchdog_start_grace = '$(reboot)' must be a whole number"),
+    ({"serve_watchdog_max_restarts": 10 ** 30}, "serve_watchdog_max_restarts = "),
+    ({"serve_watchdog_window": [3600]}, "serve_watchdog_window = [3600] (list) must be a whole number from 60"),
+    ({"serve_watchdog_window": 60, "serve_watchdog_interval": 30},
+     "serve_watchdog_window = 60 is shorter than one count of failures (serve_watchdog_interval 30 x "
+     "serve_watchdog_failures 3 = 90 s), so the restart limit could never hold: set serve_watchdog_window to at least 90."),
+])
+def test_each_bad_watchdog_setting_is_named_with_its_range(changes, expected):
+    errors = validate(spec_with(watchdog=dict(WATCHDOG, **changes)))
+    assert len(errors) == 1, errors
+    assert expected in errors[0]
+
+
+def test_the_watchdog_s_settings_are_not_read_when_it_is_off():
+    assert validate(spec_with(watchdog=dict(WATCHDOG, serve_watchdog=False, serve_watchdog_interval="x"))) == []
+    assert validate(spec_with(watchdog=WATCHDOG)) == []
+
+
 def test_all_problems_reported_at_once():
     spec = spec_with(node_num=5, backend_type="x", model_type="y", model_path="rel",
                      ports={"ray_port": 1, "llm_port": 1, "dp_port": 99999})

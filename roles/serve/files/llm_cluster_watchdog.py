@@ -1,0 +1,330 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""Inference watchdog of the aihost.llm_cluster serve role.
+
+Run by llm-cluster-watchdog.timer, one check per run.
+
+On the API node (mode ``leader``) it sends a one-token completion through the
+endpoint. An engine can answer /health with 200 while it serves nothing (its
+core hung, a collective stuck); only a completion proves inference. After
+``failures`` failed completions in a row it restarts the engine (the unit, or
+the container); at most ``max_restarts`` times in ``window`` seconds, then it
+holds and says so. It never counts a failure while the engine is not running
+(systemd's Restart=always or Docker's restart policy is already bringing it
+back), nor while a freshly started engine is inside its start grace and has
+not answered yet (loading weights).
+
+On a headless data-parallel node (mode ``follower``) it reads the API node's
+/health (open without the key). A headless rank joins the API node's engine
+once, when both start; when that engine restarts, the new one waits for every
+rank to join it again. So after ``failures`` failed reads in a row, a follower
+restarts its own engine if that engine started before the API node was last
+seen healthy (it belongs to the engine that went away), and never an engine
+that started after (it has joined the new one, or is joining it).
+
+While a deploy restarts the engines in its own order it writes a pause file
+(``pause_file``: the seconds the pause lasts, counted from the file's mtime, so
+a deploy that dies midway does not switch the watchdog off for good): nothing
+counts and nothing restarts until it is removed or runs out.
+
+Every decision is one line in the journal and the whole state is in
+``state_file`` (JSON), which status.yml reads. Standard library only;
+configuration in a root-only JSON file (on the API node it holds the API key),
+given with --config.
+"""
+
+import argparse
+import concurrent.futures
+import datetime
+import json
+import os
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+REQUIRED = {"leader": ("url", "model", "api_key", "runtime", "name", "state_file"),
+            "follower": ("url", "runtime", "name", "state_file")}
+DEFAULTS = {"mode": "leader", "ranks": 0, "failures": 3, "timeout": 60, "start_grace": 900, "max_restarts": 3, "window": 3600,
+            "ca_path": "", "pause_file": ""}
+
+
+def log(message):
+    print(message, flush=True)
+
+
+def load_config(path):
+    with open(path, encoding="utf-8") as handle:
+        config = json.load(handle)
+    mode = config.get("mode", "leader")
+    if mode not in REQUIRED:
+        raise ValueError("%s: mode must be leader or follower, not %r" % (path, mode))
+    missing = [key for key in REQUIRED[mode] if not config.get(key)]
+    if missing:
+        raise ValueError("%s: missing %s" % (path, ", ".join(missing)))
+    if config["runtime"] not in ("host", "container"):
+        raise ValueError("%s: runtime must be host or container, not %r" % (path, config["runtime"]))
+    merged = dict(DEFAULTS)
+    merged.update(config)
+    return merged
+
+
+def load_state(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            state = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def save_state(path, state):
+    directory = os.path.dirname(path) or "."
+    handle, temp = tempfile.mkstemp(dir=directory, prefix=".watchdog-")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        json.dump(state, out, indent=2, sort_keys=True)
+        out.write("\n")
+    os.chmod(temp, 0o644)
+    os.replace(temp, path)
+
+
+def run(argv):
+    return subprocess.run(argv, capture_output=True, text=True, check=False)
+
+
+def parse_docker_time(text):
+    """Docker's StartedAt: RFC 3339 with nanoseconds and Z."""
+    text = text.strip().replace("Z", "+00:00")
+    if "." in text:
+        head, rest = text.split(".", 1)
+        digits = "".join(c for c in rest if c.isdigit())
+        zone = rest[len(digits):]
+        text = "%s.%s%s" % (head, (digits + "000000")[:6], zone)
+    return datetime.datetime.fromisoformat(text).timestamp()
+
+
+def engine_state(config, runner=run, now=time.time, monotonic=time.monotonic):
+    """(running, instance, age in seconds, description) of the engine."""
+    if config["runtime"] == "host":
+        unit = config["name"]
+        result = runner(["systemctl", "show", unit,
+                         "--property=ActiveState,SubState,InvocationID,ActiveEnterTimestampMonotonic"])
+        props = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+        running = props.get("ActiveState") == "active" and props.get("SubState") == "running"
+        entered = int(props.get("ActiveEnterTimestampMonotonic") or 0)
+        age = max(0.0, monotonic() - entered / 1e6) if entered else 0.0
+        described = "%s is %s/%s" % (unit, props.get("ActiveState", "unknown"), props.get("SubState", "unknown"))
+        return running, props.get("InvocationID", ""), age, described
+    name = config["name"]
+    result = runner(["docker", "inspect", "--format", "{{json .State}}", name])
+    if result.returncode != 0:
+        return False, "", 0.0, "container %s: %s" % (name, (result.stderr or result.stdout).strip() or "not found")
+    state = json.loads(result.stdout)
+    started = state.get("StartedAt", "")
+    age = max(0.0, now() - parse_docker_time(started)) if started else 0.0
+    return state.get("Status") == "running", started, age, "container %s is %s" % (name, state.get("Status", "unknown"))
+
+
+def fetch(config, request, opener=urllib.request.urlopen):
+    """(body, '') or (None, why) for one request within the configured timeout."""
+    context = ssl.create_default_context(cafile=config["ca_path"]) if config["ca_path"] else None
+    try:
+        with opener(request, timeout=config["timeout"], context=context) as response:
+            return response.read(), ""
+    except urllib.error.HTTPError as err:
+        return None, "HTTP %s %s" % (err.code, err.reason)
+    except (urllib.error.URLError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        if isinstance(reason, TimeoutError) or isinstance(err, TimeoutError):
+            return None, "no answer within %ss" % config["timeout"]
+        return None, str(reason)
+
+
+def complete(config, opener=urllib.request.urlopen, rank=None):
+    """One one-token completion (to one data-parallel rank when rank is given): (True, '') or (False, why)."""
+    body = json.dumps({"model": config["model"], "prompt": "ping", "max_tokens": 1, "temperature": 0,
+                       "ignore_eos": True}).encode()
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer " + config["api_key"]}
+    if rank is not None:
+        # vLLM's API server sends a request with this header to that rank's engine, not the least loaded one.
+        headers["X-data-parallel-rank"] = str(rank)
+    request = urllib.request.Request(config["url"].rstrip("/") + "/v1/completions", data=body, method="POST",
+                                     headers=headers)
+    raw, why = fetch(config, request, opener)
+    if raw is None:
+        return False, why
+    try:
+        answer = json.loads(raw.decode("utf-8", "replace"))
+    except ValueError:
+        return False, "the answer is not JSON"
+    tokens = (answer.get("usage") or {}).get("completion_tokens") or 0 if isinstance(answer, dict) else 0
+    if tokens < 1:
+        return False, "the answer has no completion token"
+    return True, ""
+
+
+def complete_all(config, opener=urllib.request.urlopen):
+    """A completion to every data-parallel rank at once (one without a rank when ``ranks`` < 2).
+
+    With data parallelism the API server sends a request to the least loaded rank; a hung rank keeps its
+    requests, so it looks loaded and gets no new ones, and a plain completion would mostly succeed while
+    every request that rank still holds hangs. Asking each rank by name finds it.
+    """
+    ranks = list(range(config.get("ranks") or 0)) if (config.get("ranks") or 0) > 1 else [None]
+    with concurrent.futures.ThreadPoolExecutor(len(ranks)) as pool:
+        results = list(pool.map(lambda rank: complete(config, opener, rank), ranks))
+    failed = ["%s%s" % ("" if rank is None else "rank %d: " % rank, why)
+              for rank, (ok, why) in zip(ranks, results) if not ok]
+    return not failed, "; ".join(failed)
+
+
+def healthy(config, opener=urllib.request.urlopen):
+    """The API node's /health (open without the key): (True, '') or (False, why)."""
+    raw, why = fetch(config, config["url"].rstrip("/") + "/health", opener)
+    return raw is not None, "" if raw is not None else "the API node's /health: " + why
+
+
+def restart(config, runner=run):
+    if config["runtime"] == "host":
+        argv = ["systemctl", "restart", config["name"]]
+    else:
+        argv = ["docker", "restart", "--time", "30", config["name"]]
+    result = runner(argv)
+    return result.returncode == 0, " ".join(argv), (result.stderr or result.stdout).strip()
+
+
+def paused(config, at):
+    """Seconds left of a pause a deploy set (the pause file: its mtime plus the seconds it holds), else 0."""
+    path = config.get("pause_file")
+    if not path:
+        return 0
+    try:
+        with open(path, encoding="utf-8") as handle:
+            seconds = float(handle.read().strip() or 0)
+        left = os.stat(path).st_mtime + seconds - at
+    except (OSError, ValueError):
+        return 0
+    return max(0, left)
+
+
+def check(config, state, runner=run, opener=urllib.request.urlopen, now=time.time, monotonic=time.monotonic):
+    """One watchdog step: returns the new state."""
+    at = now()
+    left = paused(config, at)
+    if left:
+        # A deploy is restarting the engines in its own order: nothing counts, nothing restarts.
+        state = dict(state)
+        state.update(checked_at=at, result="paused", failures=0,
+                     detail="a deploy holds the engine (%s), %ds left" % (config["pause_file"], left))
+        return state
+    running, instance, age, described = engine_state(config, runner, now, monotonic)
+    state = dict(state)
+    state["checked_at"] = at
+    state["engine"] = {"running": running, "instance": instance, "age_s": round(age, 1), "state": described}
+    restarts = [r for r in state.get("restarts", []) if at - r.get("at", 0) < config["window"]]
+    state["restarts"] = restarts
+    if instance != state.get("instance"):
+        # A new run of the engine (started, restarted by systemd, Docker or us): it has not answered yet.
+        state["instance"] = instance
+        state["answered"] = False
+        state["failures"] = 0
+    if not running:
+        state.update(result="engine down", failures=0,
+                     detail="%s; not counted: its unit or container restarts it" % described)
+        log("%s: not counted, the engine is not running (%s)" % (config["name"], described))
+        return state
+    if config.get("mode") == "follower":
+        return follow(config, state, runner, opener, at, age, restarts)
+    ok, why = complete_all(config, opener)
+    if ok:
+        if state.get("result") != "ok":
+            log("%s: a completion answered; the engine serves" % config["name"])
+        state.update(result="ok", failures=0, answered=True, last_ok_at=at, detail="")
+        state.pop("held", None)
+        return state
+    state["last_error"] = why
+    if not state.get("answered") and age < config["start_grace"]:
+        state.update(result="starting", detail="no completion yet (%s), %ds into a start grace of %ss"
+                     % (why, age, config["start_grace"]))
+        log("%s: starting, not counted: %s" % (config["name"], state["detail"]))
+        return state
+    state["failures"] = state.get("failures", 0) + 1
+    reason = "%d failed completion(s) in a row, the last: %s" % (state["failures"], why)
+    if state["failures"] < config["failures"]:
+        state.update(result="failing", detail=reason)
+        log("%s: %s (restart at %d)" % (config["name"], reason, config["failures"]))
+        return state
+    if len(restarts) >= config["max_restarts"]:
+        state.update(result="held", held=True,
+                     detail="%s; not restarting: %d restarts in the last %ss (serve_watchdog_max_restarts)"
+                     % (reason, len(restarts), config["window"]))
+        log("%s: %s" % (config["name"], state["detail"]))
+        return state
+    return restart_engine(config, state, runner, at, reason, restarts)
+
+
+def follow(config, state, runner, opener, at, age, restarts):
+    """A headless rank: restart it when the API node's engine went away after this one joined it."""
+    ok, why = healthy(config, opener)
+    if ok:
+        if state.get("result") != "ok":
+            log("%s: the API node answers /health" % config["name"])
+        state.update(result="ok", failures=0, last_ok_at=at, detail="")
+        state.pop("held", None)
+        return state
+    state["last_error"] = why
+    state["failures"] = state.get("failures", 0) + 1
+    reason = "%d failed read(s) in a row, the last: %s" % (state["failures"], why)
+    started = at - age
+    last_ok = state.get("last_ok_at")
+    if last_ok is None or started > last_ok:
+        why_not = ("no check has seen the API node healthy yet" if last_ok is None else
+                   "this engine started after the API node was last seen healthy")
+        state.update(result="waiting", detail="%s; not restarting: %s, so it joins the API node's engine as that "
+                     "starts" % (reason, why_not))
+        if state["failures"] == config["failures"]:
+            log("%s: %s" % (config["name"], state["detail"]))
+        return state
+    if state["failures"] < config["failures"]:
+        state.update(result="failing", detail=reason)
+        log("%s: %s (restart at %d)" % (config["name"], reason, config["failures"]))
+        return state
+    if len(restarts) >= config["max_restarts"]:
+        state.update(result="held", held=True,
+                     detail="%s; not restarting: %d restarts in the last %ss (serve_watchdog_max_restarts)"
+                     % (reason, len(restarts), config["window"]))
+        log("%s: %s" % (config["name"], state["detail"]))
+        return state
+    return restart_engine(config, state, runner, at, reason + "; this engine joined the API node's engine before it "
+                          "went away", restarts)
+
+
+def restart_engine(config, state, runner, at, reason, restarts):
+    done, command, output = restart(config, runner)
+    restarts.append({"at": at, "reason": reason, "command": command, "ok": done, "output": output[-500:]})
+    state.update(result="restarted" if done else "restart failed", failures=0, answered=False,
+                 detail="%s: %s" % (command, reason if done else output or "failed"))
+    log("%s: restarted (%s): %s%s" % (config["name"], command, reason, "" if done else "; it failed: " + output))
+    return state
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True)
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config)
+    except (OSError, ValueError) as err:
+        log("llm-cluster-watchdog: %s" % err)
+        return 2
+    state = check(config, load_state(config["state_file"]))
+    save_state(config["state_file"], state)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,364 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The serve role's inference watchdog (roles/serve/files/llm_cluster_watchdog.py), on the API node
+(leader: completions) and on a headless data-parallel node (follower: the API node's /health).
+
+The completions go to a real HTTP server on 127.0.0.1 that answers like vLLM's /v1/completions, or with
+an error, or not at all within the timeout (a hung engine core behind a live API front). systemctl and
+docker are a recording runner that answers like ``systemctl show`` and ``docker inspect`` do.
+"""
+
+from __future__ import annotations
+
+import http.server
+import importlib.util
+import json
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _serve
+
+WATCHDOG_FILE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "serve", "files", "llm_cluster_watchdog.py")
+KEY = "Kq7vT2mX9pL4sW8nB3cF6hJ1dG5yR0aZeU2iO4kN"
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("llm_cluster_watchdog", WATCHDOG_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+watchdog = load()
+
+
+class Engine(http.server.BaseHTTPRequestHandler):
+    mode = "ok"
+    health = 200
+    hung_rank = None
+    seen = []
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        Engine.seen.append({"path": self.path, "auth": self.headers.get("Authorization")})
+        self.send_response(Engine.health)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        rank = self.headers.get("X-data-parallel-rank")
+        Engine.seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body, "rank": rank})
+        if Engine.mode == "hang" or (rank is not None and rank == Engine.hung_rank):
+            time.sleep(2)
+        if Engine.mode == "error":
+            self.send_response(500)
+            self.end_headers()
+            return
+        answer = {"usage": {"prompt_tokens": 1, "completion_tokens": 0 if Engine.mode == "empty" else 1},
+                  "choices": [{"finish_reason": "length"}]}
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Engine)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield "http://127.0.0.1:%d" % httpd.server_address[1]
+    httpd.shutdown()
+
+
+class Runner:
+    """systemctl/docker: answers show/inspect from ``props``, records every command."""
+
+    def __init__(self, props=None, container=None, restart_rc=0):
+        self.props = props or {}
+        self.container = container
+        self.restart_rc = restart_rc
+        self.calls = []
+
+    def __call__(self, argv):
+        self.calls.append(argv)
+        if argv[:2] == ["systemctl", "show"]:
+            out = "".join("%s=%s\n" % item for item in self.props.items())
+            return subprocess.CompletedProcess(argv, 0, out, "")
+        if argv[:2] == ["docker", "inspect"]:
+            if self.container is None:
+                return subprocess.CompletedProcess(argv, 1, "", "Error: No such object: llm_cluster_engine\n")
+            return subprocess.CompletedProcess(argv, 0, json.dumps(self.container) + "\n", "")
+        return subprocess.CompletedProcess(argv, self.restart_rc, "", "" if self.restart_rc == 0 else "Job failed.\n")
+
+    @property
+    def restarts(self):
+        return [c for c in self.calls if "restart" in c]
+
+
+def config(url, **extra):
+    base = {"url": url, "model": "tiny", "api_key": KEY, "runtime": "host", "name": "llm-cluster-engine.service",
+            "state_file": "/unused", "failures": 3, "timeout": 1, "start_grace": 600, "max_restarts": 2, "window": 3600,
+            "ca_path": ""}
+    base.update(extra)
+    return base
+
+
+def running(invocation="a1", entered_s=1000.0):
+    return {"ActiveState": "active", "SubState": "running", "InvocationID": invocation,
+            "ActiveEnterTimestampMonotonic": str(int(entered_s * 1e6))}
+
+
+def step(conf, state, runner, at, mono):
+    return watchdog.check(conf, state, runner=runner, now=lambda: at, monotonic=lambda: mono)
+
+
+def test_a_one_token_completion_with_the_key_proves_the_engine(server):
+    Engine.mode, Engine.seen[:] = "ok", []
+    runner = Runner(running())
+    state = step(config(server), {}, runner, 100.0, 2000.0)
+    assert state["result"] == "ok" and state["failures"] == 0 and state["answered"] is True
+    assert Engine.seen == [{"path": "/v1/completions", "auth": "Bearer " + KEY, "rank": None,
+                            "body": {"model": "tiny", "prompt": "ping", "max_tokens": 1, "temperature": 0, "ignore_eos": True}}]
+    assert runner.restarts == []
+
+
+def test_a_hung_engine_is_restarted_after_three_timeouts_in_a_row(server):
+    Engine.mode = "hang"
+    runner = Runner(running())
+    state = step(config(server), {}, runner, 100.0, 2000.0)
+    # Up for 1,000 s and never seen answering: past the grace (600 s), so it counts.
+    assert state["result"] == "failing" and state["failures"] == 1 and state["last_error"] == "no answer within 1s"
+    state = step(config(server), state, runner, 130.0, 2030.0)
+    assert state["failures"] == 2 and runner.restarts == []
+    state = step(config(server), state, runner, 160.0, 2060.0)
+    assert runner.restarts == [["systemctl", "restart", "llm-cluster-engine.service"]]
+    assert state["result"] == "restarted" and state["failures"] == 0
+    assert state["restarts"][0]["reason"] == "3 failed completion(s) in a row, the last: no answer within 1s"
+    assert state["restarts"][0]["at"] == 160.0 and state["restarts"][0]["ok"] is True
+
+
+def test_with_data_parallelism_every_rank_is_asked_and_a_hung_one_is_found(server):
+    # The least loaded rank would take a plain completion: only asking rank 1 by name finds it hung.
+    Engine.mode, Engine.hung_rank, Engine.seen[:] = "ok", "1", []
+    runner = Runner(running())
+    conf = config(server, ranks=2, failures=2)
+    state = step(conf, {}, runner, 100.0, 2000.0)
+    assert sorted(seen["rank"] for seen in Engine.seen) == ["0", "1"]
+    assert state["result"] == "failing" and state["last_error"] == "rank 1: no answer within 1s"
+    state = step(conf, state, runner, 130.0, 2030.0)
+    assert runner.restarts == [["systemctl", "restart", "llm-cluster-engine.service"]]
+    Engine.hung_rank = None
+    runner.props = running("new", entered_s=1000.0)
+    assert step(conf, state, runner, 160.0, 2060.0)["result"] == "ok"
+
+
+def test_an_engine_inside_its_start_grace_is_not_counted_until_it_first_answers(server):
+    Engine.mode = "error"
+    runner = Runner(running("b2", entered_s=1990.0))
+    state = step(config(server), {}, runner, 100.0, 2000.0)
+    assert state["result"] == "starting" and state["failures"] == 0 and "HTTP 500" in state["detail"]
+    # It answers once; from then on a failure counts even inside the grace.
+    Engine.mode = "ok"
+    state = step(config(server), state, runner, 130.0, 2030.0)
+    Engine.mode = "error"
+    state = step(config(server), state, runner, 160.0, 2060.0)
+    assert state["result"] == "failing" and state["failures"] == 1 and state["last_error"] == "HTTP 500 Internal Server Error"
+
+
+def test_an_engine_that_is_not_running_is_left_to_systemd(server):
+    Engine.mode, Engine.seen[:] = "ok", []
+    runner = Runner({"ActiveState": "activating", "SubState": "auto-restart", "InvocationID": "",
+                     "ActiveEnterTimestampMonotonic": "0"})
+    state = step(config(server), {"failures": 2, "instance": "a1"}, runner, 100.0, 2000.0)
+    assert state["result"] == "engine down" and state["failures"] == 0 and runner.restarts == []
+    assert "llm-cluster-engine.service is activating/auto-restart" in state["detail"]
+    assert Engine.seen == []
+
+
+def test_a_new_run_of_the_engine_starts_counting_afresh(server):
+    Engine.mode = "error"
+    runner = Runner(running("c3", entered_s=1995.0))
+    state = step(config(server), {"instance": "old", "failures": 2, "answered": True}, runner, 100.0, 2000.0)
+    assert state["result"] == "starting" and state["failures"] == 0 and runner.restarts == []
+
+
+def test_restarts_are_rate_limited_and_the_watchdog_holds(server):
+    Engine.mode = "empty"
+    runner = Runner(running())
+    conf = config(server, failures=1, max_restarts=2, window=3600)
+    state = step(conf, {}, runner, 100.0, 2000.0)
+    assert state["last_error"] == "the answer has no completion token" and len(runner.restarts) == 1
+    runner.props = running("d4", entered_s=1000.0)
+    state = step(conf, state, runner, 200.0, 2100.0)
+    assert len(runner.restarts) == 2
+    runner.props = running("e5", entered_s=1000.0)
+    state = step(conf, state, runner, 300.0, 2200.0)
+    assert len(runner.restarts) == 2 and state["result"] == "held" and state["held"] is True
+    assert "not restarting: 2 restarts in the last 3600s (serve_watchdog_max_restarts)" in state["detail"]
+    # An hour after the first restart, one slot is free again.
+    state = step(conf, state, runner, 3701.0, 5601.0)
+    assert len(runner.restarts) == 3 and state["result"] == "restarted" and len(state["restarts"]) == 2
+
+
+def test_a_failed_restart_is_recorded_with_systemd_s_words(server):
+    Engine.mode = "error"
+    runner = Runner(running(), restart_rc=1)
+    state = step(config(server, failures=1), {}, runner, 100.0, 2000.0)
+    assert state["result"] == "restart failed" and state["restarts"][0]["ok"] is False
+    assert state["restarts"][0]["output"] == "Job failed."
+
+
+def test_the_container_runtime_restarts_the_container(server):
+    Engine.mode = "hang"
+    started = "2026-12-03T05:00:00.123456789Z"
+    runner = Runner(container={"Status": "running", "StartedAt": started, "Pid": 42})
+    conf = config(server, runtime="container", name="llm_cluster_engine", failures=1)
+    at = watchdog.parse_docker_time(started) + 1000
+    state = step(conf, {}, runner, at, 0.0)
+    assert state["engine"]["age_s"] == pytest.approx(1000, abs=0.01)
+    assert runner.restarts == [["docker", "restart", "--time", "30", "llm_cluster_engine"]]
+    gone = Runner(container=None)
+    state = step(conf, {}, gone, at, 0.0)
+    assert state["result"] == "engine down" and "No such object" in state["detail"]
+
+
+def test_an_unreachable_endpoint_counts_with_the_socket_s_reason():
+    runner = Runner(running())
+    state = step(config("http://127.0.0.1:9"), {}, runner, 100.0, 2000.0)
+    assert state["result"] == "failing" and "refused" in state["last_error"].lower()
+
+
+def follower(url, **extra):
+    return config(url, mode="follower", api_key="", model="", **extra)
+
+
+def test_a_follower_reads_the_api_node_s_health_without_the_key(server):
+    Engine.health, Engine.seen[:] = 200, []
+    state = step(follower(server), {}, Runner(running()), 100.0, 2000.0)
+    assert state["result"] == "ok" and state["last_ok_at"] == 100.0
+    assert Engine.seen == [{"path": "/health", "auth": None}]
+
+
+def test_a_follower_that_joined_the_engine_that_went_away_restarts_once(server):
+    # The headless rank started at 1,000 s (monotonic 1000 of 2000), the API node was healthy at 100.
+    runner = Runner(running("r1", entered_s=1000.0))
+    Engine.health = 200
+    state = step(follower(server, failures=2), {}, runner, 100.0, 2000.0)
+    Engine.health = 503
+    state = step(follower(server, failures=2), state, runner, 130.0, 2030.0)
+    assert state["result"] == "failing" and state["last_error"] == "the API node's /health: HTTP 503 Service Unavailable"
+    state = step(follower(server, failures=2), state, runner, 160.0, 2060.0)
+    assert runner.restarts == [["systemctl", "restart", "llm-cluster-engine.service"]] and state["result"] == "restarted"
+    assert state["restarts"][0]["reason"].endswith("this engine joined the API node's engine before it went away")
+    # The restarted rank started after the API node was last seen healthy: it joins the new engine, and is
+    # never restarted again in this outage.
+    runner.props = running("r2", entered_s=2065.0)
+    for at in (190.0, 220.0, 250.0, 280.0):
+        state = step(follower(server, failures=2), state, runner, at, at + 1900.0)
+    assert len(runner.restarts) == 1 and state["result"] == "waiting"
+    assert "this engine started after the API node was last seen healthy" in state["detail"]
+
+
+def test_a_follower_restarted_with_the_api_node_by_a_deploy_is_left_alone(server):
+    # A deploy restarts the API node's engine, then this one: the API node is still loading (no /health),
+    # and this rank started after it was last seen healthy.
+    Engine.health = 200
+    runner = Runner(running("d1", entered_s=500.0))
+    state = step(follower(server, failures=2), {}, runner, 100.0, 2000.0)
+    Engine.health = 503
+    runner.props = running("d2", entered_s=2010.0)
+    for at in (130.0, 160.0, 190.0):
+        state = step(follower(server, failures=2), state, runner, at, at + 1900.0)
+    assert runner.restarts == [] and state["result"] == "waiting"
+
+
+def test_a_follower_that_never_saw_the_api_node_healthy_does_not_restart():
+    runner = Runner(running())
+    state = {}
+    for at in (100.0, 130.0, 160.0, 190.0):
+        state = step(follower("http://127.0.0.1:9", failures=2), state, runner, at, at + 1900.0)
+    assert runner.restarts == [] and state["result"] == "waiting"
+    assert "not restarting: no check has seen the API node healthy yet" in state["detail"]
+    assert "refused" in state["last_error"].lower()
+
+
+def test_a_deploy_s_pause_holds_both_modes_and_runs_out_by_itself(server, tmp_path):
+    pause = tmp_path / "watchdog.pause"
+    pause.write_text("600\n")
+    mtime = pause.stat().st_mtime
+    Engine.mode, Engine.health, Engine.seen[:] = "error", 503, []
+    runner = Runner(running())
+    for conf in (config(server, failures=1, pause_file=str(pause)), follower(server, failures=1, pause_file=str(pause))):
+        state = step(conf, {"last_ok_at": 1.0, "failures": 5}, runner, mtime + 10, 2000.0)
+        assert state["result"] == "paused" and state["failures"] == 0
+        assert state["detail"] == "a deploy holds the engine (%s), 590s left" % pause
+    assert Engine.seen == [] and runner.calls == []
+    # 600 s after the file's time the pause is over: a run that died midway leaves the engine watched.
+    state = step(config(server, failures=1, pause_file=str(pause)), {}, runner, mtime + 601, 2000.0)
+    assert state["result"] == "restarted"
+    pause.write_text("not a number")
+    assert watchdog.paused({"pause_file": str(pause)}, mtime) == 0
+    assert watchdog.paused({"pause_file": str(tmp_path / "absent")}, mtime) == 0
+
+
+@pytest.mark.parametrize("content, message", [
+    ({"url": "http://x", "model": "m", "api_key": "k", "runtime": "host", "name": "u"}, "missing state_file"),
+    ({"url": "http://x", "model": "m", "api_key": "", "runtime": "host", "name": "u", "state_file": "/s"}, "missing api_key"),
+    ({"url": "http://x", "model": "m", "api_key": "k", "runtime": "podman", "name": "u", "state_file": "/s"},
+     "runtime must be host or container, not 'podman'"),
+    ({"url": "http://x", "runtime": "host", "name": "u", "state_file": "/s", "mode": "observer"},
+     "mode must be leader or follower, not 'observer'"),
+    ({"runtime": "host", "name": "u", "state_file": "/s", "mode": "follower"}, "missing url"),
+])
+def test_a_bad_configuration_is_named_and_exits_2(tmp_path, capsys, content, message):
+    path = tmp_path / "watchdog.json"
+    path.write_text(json.dumps(content))
+    assert watchdog.main(["--config", str(path)]) == 2
+    assert message in capsys.readouterr().out
+
+
+def test_the_state_file_is_replaced_whole_and_a_broken_one_is_a_fresh_start(tmp_path):
+    path = tmp_path / "state.json"
+    watchdog.save_state(str(path), {"result": "ok"})
+    assert json.loads(path.read_text()) == {"result": "ok"} and oct(path.stat().st_mode & 0o777) == "0o644"
+    path.write_text("{truncated")
+    assert watchdog.load_state(str(path)) == {}
+    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
+def test_status_shows_the_watchdog_s_state_and_its_restarts():
+    state = {"result": "restarted", "detail": "systemctl restart llm-cluster-engine.service: 3 failed", "failures": 0,
+             "restarts": [{"at": 160.0, "reason": "3 failed completion(s) in a row", "ok": True, "command": "x",
+                           "output": ""}], "checked_at": 160.0}
+    doc = _serve.watchdog_status({"enabled": True, "state": state})
+    assert doc["result"] == "restarted" and doc["restarts"] == [{"at": 160.0, "reason": "3 failed completion(s) in a row",
+                                                                 "ok": True}]
+    assert _serve._watchdog_line(doc) == ("watchdog: restarted, 1 restart(s) in its window; "
+                                          "systemctl restart llm-cluster-engine.service: 3 failed")
+    assert _serve.watchdog_status({"enabled": True, "state": None})["result"] == "not run yet"
+    assert _serve.watchdog_status({"enabled": False}) is None
+    assert _serve._watchdog_line(None) == "watchdog: off (serve_watchdog)"
+
+
+def test_the_endpoint_document_carries_the_api_node_s_watchdog_and_each_headless_node_s():
+    plan = _serve.plan([{"host": "n%d" % i, "address": "10.0.0.%d" % (i + 1), "accelerator": "cpu", "count": 0}
+                        for i in range(2)], {"topology": "dp", "model_path": "/m", "model_name": "tiny"})
+    leader = {"result": "ok", "restarts": [], "failures": 0}
+    follower = {"result": "waiting", "detail": "2 failed read(s) in a row", "restarts": [{"at": 1.0, "reason": "r", "ok": True}]}
+    doc = _serve.status([{"host": "n0", "state": "", "watchdog": {"enabled": True, "state": leader}},
+                         {"host": "n1", "state": "", "watchdog": {"enabled": True, "state": follower}}],
+                        plan, {"url": "http://10.0.0.1:8000", "probe": {}})
+    assert doc["watchdog"]["result"] == "ok" and doc["nodes"][1]["watchdog"]["result"] == "waiting"
+    lines = _serve.status_table(doc)
+    assert "watchdog: ok, 0 restart(s) in its window" in lines
+    assert "  n1 (headless): watchdog: waiting, 1 restart(s) in its window; 2 failed read(s) in a row" in lines
