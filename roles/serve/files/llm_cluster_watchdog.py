@@ -241,11 +241,7 @@ def check(config, state, runner=run, opener=urllib.request.urlopen, now=time.tim
         return follow(config, state, runner, opener, at, age, restarts)
     ok, why = complete_all(config, opener)
     if ok:
-        if state.get("result") != "ok":
-            log("%s: a completion answered; the engine serves" % config["name"])
-        state.update(result="ok", failures=0, answered=True, last_ok_at=at, detail="")
-        state.pop("held", None)
-        return state
+        return serving(config, state, at, "a completion answered; the engine serves", answered=True)
     state["last_error"] = why
     if not state.get("answered") and age < config["start_grace"]:
         state.update(result="starting", detail="no completion yet (%s), %ds into a start grace of %ss"
@@ -254,28 +250,14 @@ def check(config, state, runner=run, opener=urllib.request.urlopen, now=time.tim
         return state
     state["failures"] = state.get("failures", 0) + 1
     reason = "%d failed completion(s) in a row, the last: %s" % (state["failures"], why)
-    if state["failures"] < config["failures"]:
-        state.update(result="failing", detail=reason)
-        log("%s: %s (restart at %d)" % (config["name"], reason, config["failures"]))
-        return state
-    if len(restarts) >= config["max_restarts"]:
-        state.update(result="held", held=True,
-                     detail="%s; not restarting: %d restarts in the last %ss (serve_watchdog_max_restarts)"
-                     % (reason, len(restarts), config["window"]))
-        log("%s: %s" % (config["name"], state["detail"]))
-        return state
-    return restart_engine(config, state, runner, at, reason, restarts)
+    return escalate(config, state, runner, at, reason, restarts)
 
 
 def follow(config, state, runner, opener, at, age, restarts):
     """A headless rank: restart it when the API node's engine went away after this one joined it."""
     ok, why = healthy(config, opener)
     if ok:
-        if state.get("result") != "ok":
-            log("%s: the API node answers /health" % config["name"])
-        state.update(result="ok", failures=0, last_ok_at=at, detail="")
-        state.pop("held", None)
-        return state
+        return serving(config, state, at, "the API node answers /health")
     state["last_error"] = why
     state["failures"] = state.get("failures", 0) + 1
     reason = "%d failed read(s) in a row, the last: %s" % (state["failures"], why)
@@ -289,6 +271,21 @@ def follow(config, state, runner, opener, at, age, restarts):
         if state["failures"] == config["failures"]:
             log("%s: %s" % (config["name"], state["detail"]))
         return state
+    return escalate(config, state, runner, at, reason, restarts,
+                    "; this engine joined the API node's engine before it went away")
+
+
+def serving(config, state, at, message, **extra):
+    """The check passed: the count starts again (the journal line only when the state changes)."""
+    if state.get("result") != "ok":
+        log("%s: %s" % (config["name"], message))
+    state.update(result="ok", failures=0, last_ok_at=at, detail="", **extra)
+    state.pop("held", None)
+    return state
+
+
+def escalate(config, state, runner, at, reason, restarts, why_restart=""):
+    """A counted failure: failing below the count, held at the rate limit, else a restart."""
     if state["failures"] < config["failures"]:
         state.update(result="failing", detail=reason)
         log("%s: %s (restart at %d)" % (config["name"], reason, config["failures"]))
@@ -299,8 +296,7 @@ def follow(config, state, runner, opener, at, age, restarts):
                      % (reason, len(restarts), config["window"]))
         log("%s: %s" % (config["name"], state["detail"]))
         return state
-    return restart_engine(config, state, runner, at, reason + "; this engine joined the API node's engine before it "
-                          "went away", restarts)
+    return restart_engine(config, state, runner, at, reason + why_restart, restarts)
 
 
 def restart_engine(config, state, runner, at, reason, restarts):
