@@ -9,13 +9,11 @@ the slice capped by the receiver's --timeout, and paths outside the module.
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import os
 import threading
+from role_files import load_role_file
 
-HOOK_FILE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "model_distribution", "files",
-                         "sender_wait.py")
 
 # The RSYNC_* variables rsync 3.5.0's daemon gave its pre-xfer exec for
 # `rsync --timeout=600 -a --relative rsync://llmc@127.0.0.1:18731/model/a rsync://llmc@127.0.0.1:18731/model/sub/b.json dst/`
@@ -30,10 +28,7 @@ PULL_ENV = {
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("sender_wait", HOOK_FILE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_role_file("model_distribution", "sender_wait.py")
 
 
 def test_the_request_is_the_paths_after_the_dot_and_the_receivers_timeout():

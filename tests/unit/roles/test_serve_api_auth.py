@@ -11,23 +11,18 @@ inner application that answers 200 and records that it ran. The routes named are
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
-import os
 
 import pytest
 
 from ansible_collections.aihost.llm_cluster.plugins.module_utils import _api_routes
+from role_files import load_role_file
 
-GUARD_FILE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "serve", "files", "llm_cluster_api_auth.py")
 KEY = "Kq7vT2mX9pL4sW8nB3cF6hJ1dG5yR0aZeU2iO4kN"
 
 
 def load_guard_module():
-    spec = importlib.util.spec_from_file_location("llm_cluster_api_auth", GUARD_FILE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_role_file("serve", "llm_cluster_api_auth.py")
 
 
 auth = load_guard_module()

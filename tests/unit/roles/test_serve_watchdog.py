@@ -11,9 +11,7 @@ docker are a recording runner that answers like ``systemctl show`` and ``docker 
 from __future__ import annotations
 
 import http.server
-import importlib.util
 import json
-import os
 import subprocess
 import threading
 import time
@@ -21,19 +19,12 @@ import time
 import pytest
 
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _serve
+from role_files import load_role_file
 
-WATCHDOG_FILE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "serve", "files", "llm_cluster_watchdog.py")
 KEY = "Kq7vT2mX9pL4sW8nB3cF6hJ1dG5yR0aZeU2iO4kN"
 
 
-def load():
-    spec = importlib.util.spec_from_file_location("llm_cluster_watchdog", WATCHDOG_FILE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-watchdog = load()
+watchdog = load_role_file("serve", "llm_cluster_watchdog.py")
 
 
 class Engine(http.server.BaseHTTPRequestHandler):
