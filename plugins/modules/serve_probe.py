@@ -25,7 +25,10 @@ description:
   - 4) sends one C(POST /v1/completions) with O(prompt), O(max_tokens), C(temperature=0) and C(ignore_eos=true),
     which must answer 200 with at least one completion token;
   - 5) with O(chat), sends the same as one C(POST /v1/chat/completions) with a single user message;
-  - 6) with O(api_key) and O(check_auth), proves that every route needs the key. First C(GET) of a path no engine
+  - 6) with O(dp_ranks) of 2 or more, sends the completion again to each data-parallel rank by vLLM's
+    C(X-data-parallel-rank) header; a plain completion goes to whichever rank the API server picks, so a rank that
+    hangs or died after the API server came up passes steps 1 to 5 and fails here, named by its number;
+  - 7) with O(api_key) and O(check_auth), proves that every route needs the key. First C(GET) of a path no engine
     serves, without the key, must answer 401 (a default-deny key guard is in front of every route; otherwise the
     step fails before any other route is sent a request without the key). Then every operation that
     C(GET /openapi.json) (read with the key) lists, with path parameters filled in, is sent once without the key
@@ -70,10 +73,18 @@ options:
     description: Also send one C(/v1/chat/completions) request (needs a chat template in the model).
     type: bool
     default: false
+  dp_ranks:
+    description:
+      - Data-parallel ranks behind the endpoint (vLLM C(--data-parallel-size)); with 2 or more, every rank must answer a
+        completion of its own (step 6). 0 or 1 sends only the plain completion.
+      - An engine that does not read the header answers each of these from any rank; the step then proves nothing
+        more than step 4 and costs O(dp_ranks) completions.
+    type: int
+    default: 0
   check_auth:
     description:
       - When O(api_key) is set, walk every route of C(/openapi.json) without the key and with a wrong key and fail
-        when one that must be protected answers anything but 401 (step 6 above), so that an endpoint that serves
+        when one that must be protected answers anything but 401 (step 7 above), so that an endpoint that serves
         without the key is caught.
       - Ignored without O(api_key).
     type: bool
@@ -178,6 +189,14 @@ chat:
   returned: always
   type: dict
   sample: {"status": 200, "prompt_tokens": 9, "completion_tokens": 8, "finish_reason": "length", "seconds": 0.38}
+ranks:
+  description:
+    - One completion per data-parallel rank (step 6), as RV(completion) with its C(rank); empty with O(dp_ranks)
+      below 2 or before that step. The failing rank is the last one listed.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"rank": 0, "status": 200, "prompt_tokens": 2, "completion_tokens": 8, "finish_reason": "length", "seconds": 0.4}]
 auth_enforced:
   description:
     - Whether every route that must be protected refused a missing and a wrong key with 401 (true), or one did not
@@ -214,7 +233,7 @@ engine:
   sample: {"ActiveState": "activating", "SubState": "auto-restart", "MainPID": "0", "NRestarts": "1", "Result": "exit-code",
            "ExecMainCode": "1", "ExecMainStatus": "1"}
 failed_step:
-  description: The step that failed, one of C(health), C(models), C(completion), C(chat), C(auth).
+  description: The step that failed, one of C(health), C(models), C(completion), C(chat), C(rank), C(auth).
   returned: failure
   type: str
   sample: completion
@@ -390,13 +409,13 @@ class Probe:
         body = self.scrub(body.strip())
         return body[:BODY_CHARS] if body else "(empty body)"
 
-    def request(self, method, path, timeout, payload=None, with_key=True, key=None):
+    def request(self, method, path, timeout, payload=None, with_key=True, key=None, extra_headers=None):
         """Return (status, body text, seconds); raise NoAnswer when no HTTP answer came.
 
         ``key`` replaces the probe's key (the auth step's wrong key). A method
         other than GET without ``payload`` sends an empty body.
         """
-        headers = {"Accept": "application/json"}
+        headers = dict(extra_headers or {}, Accept="application/json")
         data = None
         if payload is not None:
             data = json.dumps(payload).encode("utf-8")
@@ -486,20 +505,27 @@ class Probe:
             pass
         return None
 
-    def generate(self, step, path, payload, timeout, result):
-        """Send one completion request; record it in result[step]; raise ProbeFailed unless tokens came back."""
-        record = {"status": None, "prompt_tokens": None, "completion_tokens": None, "finish_reason": None, "seconds": None}
-        result[step] = record
+    def generate(self, step, path, payload, timeout, record, rank=None):
+        """Send one completion request (to one data-parallel rank when ``rank`` is given), filling ``record``;
+        raise ProbeFailed unless tokens came back."""
+        record.update(status=None, prompt_tokens=None, completion_tokens=None, finish_reason=None, seconds=None)
+        headers = None
+        if rank is not None:
+            # vLLM's API server sends a request with this header to that rank's engine, not the least loaded one.
+            headers = {"X-data-parallel-rank": str(rank)}
+            path_name = "%s to rank %d" % (path, rank)
+        else:
+            path_name = path
         started = time.time()
         try:
-            status, body, seconds = self.request("POST", path, timeout, payload=payload)
+            status, body, seconds = self.request("POST", path, timeout, payload=payload, extra_headers=headers)
         except NoAnswer as exc:
             waited = round(time.time() - started, 3)
             record["seconds"] = waited
-            raise ProbeFailed(step, "POST %s got no answer after %.1fs: %s" % (path, waited, exc)) from exc
+            raise ProbeFailed(step, "POST %s got no answer after %.1fs: %s" % (path_name, waited, exc)) from exc
         record.update(status=status, seconds=seconds)
         if status != 200:
-            raise ProbeFailed(step, self.answer("POST", path, status, body))
+            raise ProbeFailed(step, self.answer("POST", path_name, status, body))
         try:
             answer = json.loads(body)
             usage = answer.get("usage") or {}
@@ -508,11 +534,11 @@ class Probe:
             choices = answer.get("choices") or [{}]
             record["finish_reason"] = choices[0].get("finish_reason")
         except (ValueError, AttributeError, TypeError, IndexError):
-            raise ProbeFailed(step, "POST %s answered HTTP 200 but not with a completion: %s" % (path, self.snippet(body))) from None
+            raise ProbeFailed(step, "POST %s answered HTTP 200 but not with a completion: %s" % (path_name, self.snippet(body))) from None
         tokens = record["completion_tokens"]
         if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
             raise ProbeFailed(step, "POST %s answered HTTP 200 with usage.completion_tokens %s, expected 1 or more: %s" % (
-                path, json.dumps(tokens), self.snippet(body)))
+                path_name, json.dumps(tokens), self.snippet(body)))
 
     def check_auth(self, timeout, result):
         """Prove that every route but OPEN_ROUTES refuses a missing and a wrong key (step auth)."""
@@ -587,10 +613,18 @@ def run_probe(params, result, run_command=None):
             json.dumps(params["model"]), ", ".join(json.dumps(i) for i in result["models"]) or "no model"))
     result["version"] = probe.read_version()
     common = {"model": params["model"], "max_tokens": params["max_tokens"], "temperature": 0, "ignore_eos": True}
-    probe.generate("completion", "/v1/completions", dict(common, prompt=params["prompt"]), params["request_timeout"], result)
+    result["completion"] = {}
+    probe.generate("completion", "/v1/completions", dict(common, prompt=params["prompt"]), params["request_timeout"],
+                   result["completion"])
     if params["chat"]:
+        result["chat"] = {}
         probe.generate("chat", "/v1/chat/completions", dict(common, messages=[{"role": "user", "content": params["prompt"]}]),
-                       params["request_timeout"], result)
+                       params["request_timeout"], result["chat"])
+    for rank in range(params["dp_ranks"]) if params["dp_ranks"] > 1 else ():
+        record = {"rank": rank}
+        result["ranks"].append(record)
+        probe.generate("rank", "/v1/completions", dict(common, prompt=params["prompt"]), params["request_timeout"], record,
+                       rank=rank)
     if params["api_key"] and params["check_auth"]:
         probe.check_auth(params["request_timeout"], result)
     result["ready"] = True
@@ -607,6 +641,7 @@ def main():
             max_tokens=dict(type="int", default=8, no_log=False),
             chat=dict(type="bool", default=False),
             check_auth=dict(type="bool", default=True),
+            dp_ranks=dict(type="int", default=0),
             wait_timeout=dict(type="int", default=0),
             unit=dict(type="str"),
             container=dict(type="str"),
@@ -626,6 +661,8 @@ def main():
                          % (params["ca_path"], socket.gethostname()))
     if params["max_tokens"] < 1:
         module.fail_json(msg="max_tokens must be 1 or more, got %d" % params["max_tokens"])
+    if params["dp_ranks"] < 0:
+        module.fail_json(msg="dp_ranks must be 0 or more, got %d" % params["dp_ranks"])
     if params["wait_timeout"] < 0:
         module.fail_json(msg="wait_timeout must be 0 or more, got %d" % params["wait_timeout"])
     if params["interval"] <= 0:
@@ -634,7 +671,7 @@ def main():
         module.fail_json(msg="request_timeout must be 1 or more, got %d" % params["request_timeout"])
 
     result = {"ready": False, "health_seconds": None, "models": [], "version": None, "completion": None, "chat": None,
-              "auth_enforced": None, "routes_checked": [], "routes_open": [], "auth_findings": [], "engine": None}
+              "ranks": [], "auth_enforced": None, "routes_checked": [], "routes_open": [], "auth_findings": [], "engine": None}
     try:
         run_probe(params, result, module.run_command)
     except ProbeFailed as exc:

@@ -412,6 +412,8 @@ def status(nodes, plan_result, settings):
         "version": probe.get("version"),
         "completion": probe.get("completion"),
         "chat": probe.get("chat"),
+        # One completion per data-parallel rank, asked by number (empty without data parallelism).
+        "ranks": probe.get("ranks") or [],
         "auth_enforced": probe.get("auth_enforced"),
         # The CA file on the controller that clients verify an https URL with (None: plain HTTP, or a site
         # certificate the system's trust store verifies).
@@ -473,6 +475,11 @@ def status_table(doc):
         lines.append("completion: %s tokens in %.3f s, finish_reason %s; API key enforced: %s" % (
             completion.get("completion_tokens"), float(completion.get("seconds") or 0), completion.get("finish_reason"),
             endpoint.get("auth_enforced")))
+    if endpoint.get("ranks"):
+        lines.append("data-parallel ranks asked by number: %s" % ", ".join(
+            "%s %s" % (rank.get("rank"), "ok" if rank.get("status") == 200 and rank.get("completion_tokens") else
+                       "failed (HTTP %s)" % rank.get("status") if rank.get("status") else "no answer")
+            for rank in endpoint["ranks"]))
     lines.append(_watchdog_line(doc.get("watchdog")))
     for node in doc.get("nodes", []):
         if node.get("role") == "headless" and node.get("watchdog"):

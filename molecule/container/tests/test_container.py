@@ -384,6 +384,44 @@ def test_the_watchdog_runs_on_both_nodes_and_sees_the_engine_serve(nodes):
     assert json.loads(nodes["ct-master1"].file("/etc/llm_cluster/watchdog.json").content_string)["ranks"] == 2
 
 
+PAUSE = "/run/llm_cluster/watchdog.pause"
+
+
+def test_readiness_asks_each_rank_so_a_hung_headless_rank_fails_it(nodes, url, key, tmp_path):
+    """The probe a deploy and status run: /health, the models and a plain completion all pass while the
+    headless node's rank hangs (the API server sends a plain request to the idle-looking rank 0); the
+    completion it then sends to each rank by number fails on rank 1 and names it."""
+    head, worker = nodes["ct-master1"], nodes["ct-worker1"]
+    for node in nodes.values():
+        # Hold the watchdogs off, as a deploy does while it changes the engines.
+        node.check_output("mkdir -p /run/llm_cluster && echo 300 > %s" % PAUSE)
+    core = int(worker.check_output("pgrep -f '^VLLM::EngineCore_DP1'").split()[0])
+    worker.check_output("kill -STOP %d" % core)
+    try:
+        secrets = tmp_path / "probe.json"
+        secrets.write_text(json.dumps({"probe_key": key}))
+        secrets.chmod(0o600)
+        args = {"url": url, "api_key": "{{ probe_key }}", "model": MODEL, "max_tokens": 1, "dp_ranks": 2,
+                "request_timeout": 5, "check_auth": False}
+        run = subprocess.run(["ansible", "-i", INVENTORY, "ct-master1", "-m", "aihost.llm_cluster.serve_probe",
+                              "-a", json.dumps(args), "-e", "@%s" % secrets, "-o"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=300,
+                             check=False)
+    finally:
+        worker.check_output("kill -CONT %d" % core)
+        for node in nodes.values():
+            node.check_output("rm -f %s" % PAUSE)
+    assert run.returncode != 0, run.stdout[-3000:]
+    result = json.loads(run.stdout.split(" => ", 1)[1])
+    assert result["failed_step"] == "rank", result.get("msg")
+    assert result["completion"]["status"] == 200 and result["completion"]["completion_tokens"] == 1
+    assert [(r["rank"], r["status"]) for r in result["ranks"]] == [(0, 200), (1, None)]
+    assert "POST /v1/completions to rank 1 got no answer" in result["msg"], result["msg"]
+    assert key not in run.stdout
+    # Both ranks serve again once the core runs on.
+    assert [answers(url, key, rank, timeout=60) for rank in (0, 1)] == [200, 200]
+
+
 def restarts(node):
     return watchdog_state(node).get("restarts", [])
 
@@ -448,6 +486,10 @@ def test_status_reports_the_watchdog_and_its_restart(nodes):
         watchdog = json.load(handle)["watchdog"]
     assert watchdog["enabled"] is True and watchdog["result"] == "ok"
     assert watchdog["restarts"][-1]["reason"].startswith("2 failed completion(s) in a row")
+    with open(os.path.join(artifacts, "serve.json"), encoding="utf-8") as handle:
+        ranks = json.load(handle)["endpoint"]["ranks"]
+    assert [(r["rank"], r["status"], r["completion_tokens"]) for r in ranks] == [(0, 200, 8), (1, 200, 8)]
+    assert "data-parallel ranks asked by number: 0 ok, 1 ok" in result.stdout
     assert re.search(r"watchdog: ok, [1-9] restart\(s\) in its window", result.stdout)
     assert re.search(r"ct-worker1 \(headless\): watchdog: \w+, [1-9] restart\(s\) in its window", result.stdout)
 

@@ -63,6 +63,8 @@ class FakeVllm:
         self.completion_delay = 0.0
         self.chat_status = 200
         self.echo_auth_in_error = False  # put the Authorization header in error bodies (must be masked)
+        self.hung_ranks = set()         # data-parallel ranks whose requests get no answer within the timeout
+        self.ranks_asked = []           # X-data-parallel-rank of each completion (None without the header)
         self.health_polls = 0
         self.requests = []
         self.lock = threading.Lock()
@@ -152,8 +154,13 @@ def make_handler(state):
             if not self.authorized():
                 self.deny()
                 return
+            rank = self.headers.get("X-data-parallel-rank")
+            with state.lock:
+                state.ranks_asked.append(rank)
             if state.completion_delay:
                 time.sleep(state.completion_delay)
+            if rank is not None and int(rank) in state.hung_ranks:
+                time.sleep(1.5)
             status = state.chat_status if self.path == "/v1/chat/completions" else state.completion_status
             if status != 200:
                 detail = "EngineCore died"
@@ -235,6 +242,34 @@ def test_requests_carry_the_key_and_the_documented_payloads(fake):
     # With the key, then the auth walk without a key and with a wrong one.
     assert models[:2] == ["Bearer " + KEY, None] and len(models) == 3
     assert models[2].startswith("Bearer wrong-") and models[2] != "Bearer " + KEY
+
+
+def test_every_data_parallel_rank_is_asked_by_name_after_the_plain_completion(fake):
+    result = probe(fake.url, dp_ranks=3)
+    assert not result.get("failed"), result
+    assert fake.ranks_asked == [None, "0", "1", "2"]
+    assert [(r["rank"], r["status"], r["completion_tokens"], r["finish_reason"]) for r in result["ranks"]] == [
+        (0, 200, 8, "length"), (1, 200, 8, "length"), (2, 200, 8, "length")]
+
+
+@pytest.mark.parametrize("ranks", [0, 1])
+def test_one_rank_or_none_sends_only_the_plain_completion(fake, ranks):
+    result = probe(fake.url, dp_ranks=ranks)
+    assert result["ready"] is True and result["ranks"] == []
+    assert fake.ranks_asked == [None]
+
+
+def test_a_hung_rank_behind_a_serving_endpoint_fails_the_rank_step_by_number(fake):
+    # The trap seen live: /health, /v1/models and a plain completion all pass while one rank hangs.
+    fake.hung_ranks = {1}
+    result = probe(fake.url, dp_ranks=2, request_timeout=1)
+    assert result["failed"] and result["failed_step"] == "rank" and result["ready"] is False
+    assert result["completion"]["status"] == 200
+    assert "POST /v1/completions to rank 1 got no answer" in result["msg"], result["msg"]
+    assert [(r["rank"], r["status"]) for r in result["ranks"]] == [(0, 200), (1, None)]
+    # The auth walk comes after: it is not reached.
+    assert result["auth_enforced"] is None
+    assert_no_key(result)
 
 
 def test_openai_base_url_with_v1_and_slash_is_accepted(fake):
@@ -462,6 +497,7 @@ def test_connection_refused_is_retried_until_wait_timeout():
     ({"url": "10.0.0.1:8000"}, "url must be"),
     ({"max_tokens": 0}, "max_tokens must be 1 or more"),
     ({"wait_timeout": -1}, "wait_timeout must be 0 or more"),
+    ({"dp_ranks": -2}, "dp_ranks must be 0 or more"),
     ({"interval": 0}, "interval must be above 0"),
 ])
 def test_invalid_arguments_fail_before_any_request(args, message):

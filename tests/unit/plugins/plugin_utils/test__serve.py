@@ -291,6 +291,11 @@ def test_status_document_and_table():
                                     {"n0": {"type": "none", "count": 0, "devices": []}, "n1": {"type": "none", "devices": []}})
     assert summary["healthy"] is True and [n["host"] for n in summary["nodes"]] == ["n0", "n1"]
     assert _serve.cluster_status_table(summary)[-1] == "cluster: healthy"
+    assert doc["endpoint"]["ranks"] == [] and not any("ranks asked" in line for line in lines)
+    ranks = dict(probe, ranks=[{"rank": 0, "status": 200, "completion_tokens": 8}, {"rank": 1, "status": 500},
+                               {"rank": 2, "status": None}])
+    dp = _serve.status([], plan, {"url": "http://10.0.0.1:8000", "probe": ranks})
+    assert "data-parallel ranks asked by number: 0 ok, 1 failed (HTTP 500), 2 no answer" in _serve.status_table(dp)
     down = _serve.cluster_status({}, {}, {"n0": {"type": "npu", "count": 1, "devices": [{"index": 0, "health": "Alarm"}]}})
     assert down["healthy"] is False and down["nodes"][0]["accelerator"]["unhealthy"] == ["0:Alarm"]
 
