@@ -117,6 +117,7 @@ class ActionModule(ActionBase):
         tls=dict(type="dict", default={}),
         monitoring=dict(type="dict", default={}),
         watchdog=dict(type="dict", default={}),
+        fetch=dict(type="dict", default={}),
         cluster_ports=dict(type="bool", default=True),
         strict=dict(type="raw", default=False),
     )

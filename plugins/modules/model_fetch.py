@@ -31,8 +31,9 @@ description:
   - The daemon's password is read from O(password_file); it never appears in a command line.
   - When a pull fails, a marker file C(.llm_cluster-fetch-failed) is left in O(dest), so that the node after this one
     in a chain sees it and fails at once instead of waiting for a file that will not come. The next run removes it.
-  - A pull that fails to connect or breaks off (rsync exit codes 5, 10, 12, 30, 35) is tried up to three times;
-    each try resumes from the partial file.
+  - A pull that fails to connect or breaks off (rsync exit codes 5, 10, 12, 30, 35; not a refused login) is tried
+    again up to O(retries) times, after O(retry_delay) seconds, then twice that, and so on (at most 60 s); each try
+    resumes from the partial file. The failure names the URL, rsync's exit code and last line, and the tries made.
 options:
   url:
     description: The rsync daemon module, C(rsync://user@address:port/module).
@@ -86,6 +87,14 @@ options:
         dominates when a checkpoint has many small shards; 0 pulls each file over its own connection.
     type: int
     default: 0
+  retries:
+    description: Tries after the first one of a pull whose connection failed or broke off; 0 tries once.
+    type: int
+    default: 3
+  retry_delay:
+    description: Seconds before the first retry; each next one waits twice as long as the one before, at most 60 s.
+    type: float
+    default: 2.0
   timeout:
     description: rsync's I/O timeout in seconds.
     type: int
@@ -136,22 +145,31 @@ RETURN = r"""
 files:
   description:
     - One entry per file pulled, in the order pulled, with the index of its pull in RV(pulls) and that pull's
-      bytes received, seconds and seconds waited (shared by the files pulled together).
+      bytes received, seconds, seconds waited and tries (shared by the files pulled together).
   returned: always
   type: list
   elements: dict
   sample: [{"path": "model-00001-of-00163.safetensors", "pull": 1, "bytes_received": 4294967296, "seconds": 36.2,
-            "waited": 1.5}]
+            "waited": 1.5, "tries": 1}]
 pulls:
   description:
     - One entry per rsync connection that brought files (a batch of small files, or one large file), in order.
     - C(waited) is the time spent waiting for the peer to have the files; with O(sender_waits) it is measured
       here as the time until rsync's first bytes of the pull appear in O(dest) (looked at every 0.05 s).
+    - C(tries) counts the rsync runs of the last request, 1 when the first one brought the files (more after a
+      connection that failed or broke off, see O(retries)).
   returned: always
   type: list
   elements: dict
-  sample: [{"paths": ["config.json", "generation_config.json"], "bytes_received": 2201, "seconds": 0.3, "waited": 0.0},
-           {"paths": ["model-00001-of-00163.safetensors"], "bytes_received": 4294967296, "seconds": 36.2, "waited": 1.5}]
+  sample: [{"paths": ["config.json", "generation_config.json"], "bytes_received": 2201, "seconds": 0.3, "waited": 0.0,
+            "tries": 1},
+           {"paths": ["model-00001-of-00163.safetensors"], "bytes_received": 4294967296, "seconds": 36.2, "waited": 1.5,
+            "tries": 2}]
+tries:
+  description: On failure, the rsync runs made for the request that failed.
+  returned: failure
+  type: int
+  sample: 4
 bytes_received:
   description: Bytes received over the network for all files (rsync's own count, protocol included).
   returned: always
@@ -175,7 +193,8 @@ _RECEIVED = re.compile(r"^Total bytes received:\s*([\d,.]+)", re.MULTILINE)
 # rsync exit codes worth another try: protocol start (a daemon at its connection limit), socket I/O,
 # protocol data stream, timeouts.
 RETRY_CODES = (5, 10, 12, 30, 35)
-ATTEMPTS = 3
+# The longest pause between two tries, in seconds.
+MAX_RETRY_DELAY = 60.0
 # Left in dest when a pull fails, so that the node after this one in a chain stops waiting at once.
 FAILED_MARKER = ".llm_cluster-fetch-failed"
 # The first words of the line the sender's pre-xfer exec hook (roles/model_distribution/files/sender_wait.py)
@@ -364,17 +383,20 @@ class Fetcher(object):
             self.params["dest"].rstrip("/") + "/"]
 
     def transfer(self, paths):
-        """Run one rsync for paths, again on the exit codes worth it; the hook's answers are returned at once."""
+        """Run one rsync for paths, again on the exit codes worth it with a growing pause; the hook's answers and a
+        refused login are returned at once. Returns (rc, stdout, stderr, tries)."""
         for path in paths:
             target_dir = os.path.join(self.params["dest"], os.path.dirname(path))
             if not os.path.isdir(target_dir):
                 os.makedirs(target_dir, 0o755)
-        for attempt in range(ATTEMPTS):
+        tries = self.params["retries"] + 1
+        for attempt in range(tries):
             rc, out, err = self.module.run_command(self.argv(paths))
-            if rc not in RETRY_CODES or SENDER_FAILED in err or SENDER_NOT_YET in err:
+            if (rc not in RETRY_CODES or "auth failed" in err or SENDER_FAILED in err or SENDER_NOT_YET in err
+                    or attempt + 1 == tries):
                 break
-            time.sleep(1 + attempt)
-        return rc, out, err
+            time.sleep(min(self.params["retry_delay"] * 2 ** attempt, MAX_RETRY_DELAY))
+        return rc, out, err, attempt + 1
 
     def pull(self, paths):
         """Pull paths over one connection; with sender_waits and wait, held by the peer until it has them."""
@@ -393,7 +415,7 @@ class Fetcher(object):
                 watcher = FirstBytes(self.params["dest"], paths, self.seen)
                 watcher.start()
             try_started = time.time()
-            rc, out, err = self.transfer(paths)
+            rc, out, err, tries = self.transfer(paths)
             if watcher:
                 waited = min(watcher.finish(), time.time()) - started
             if rc == 0 or not holding:
@@ -409,11 +431,11 @@ class Fetcher(object):
                 # Answered at once without holding: not a hook that waits; do not spin.
                 time.sleep(self.params["poll"])
         if rc != 0:
-            self.fail("rsync of %s from %s exited %d: %s" % (
-                ", ".join(paths), self.params["url"], rc, (err.strip().splitlines() or ["no message"])[-1]),
-                rc=rc, stderr=err)
+            self.fail("rsync of %s from %s exited %d%s: %s" % (
+                ", ".join(paths), self.params["url"], rc, " after %d tries" % tries if tries > 1 else "",
+                (err.strip().splitlines() or ["no message"])[-1]), rc=rc, stderr=err, tries=tries)
         return {"paths": paths, "bytes_received": parse_received(out), "seconds": round(time.time() - started, 2),
-                "waited": round(waited, 2)}
+                "waited": round(waited, 2), "tries": tries}
 
     def seen(self):
         if self.progress:
@@ -462,6 +484,8 @@ def main():
             sizes=dict(type="dict", default={}),
             batch_below=dict(type="int", default=1048576),
             batch_bytes=dict(type="int", default=0),
+            retries=dict(type="int", default=3),
+            retry_delay=dict(type="float", default=2.0),
             timeout=dict(type="int", default=600),
             progress_file=dict(type="path", default=""),
             total_bytes=dict(type="int", default=0),
@@ -479,6 +503,9 @@ def main():
                         module.params["batch_bytes"])
     except (ValueError, TypeError) as exc:
         module.fail_json(msg="sizes must map each file to its size in bytes: %s" % exc)
+    if module.params["retries"] < 0 or module.params["retry_delay"] < 0:
+        module.fail_json(msg="retries and retry_delay must be 0 or more, got %d and %s"
+                         % (module.params["retries"], module.params["retry_delay"]))
     if not module.params["url"].startswith("rsync://"):
         module.fail_json(msg="url must be an rsync daemon module, rsync://user@address:port/module, got %s"
                          % module.params["url"])
@@ -486,7 +513,7 @@ def main():
         module.exit_json(changed=bool(module.params["files"]), bytes_received=0, seconds=0.0,
                          files=[{"path": path, "pull": index, "bytes_received": 0, "seconds": 0.0, "waited": 0.0}
                                 for index, paths in enumerate(plan) for path in paths],
-                         pulls=[{"paths": paths, "bytes_received": 0, "seconds": 0.0, "waited": 0.0} for paths in plan])
+                         pulls=[{"paths": paths, "bytes_received": 0, "seconds": 0.0, "waited": 0.0, "tries": 0} for paths in plan])
     if not os.path.isdir(module.params["dest"]):
         os.makedirs(module.params["dest"], 0o755)
     started = time.time()
@@ -504,7 +531,7 @@ def main():
             progress.current, progress.waiting = paths[0], module.params["wait"] > 0
         entry = fetcher.pull(paths)
         pulls.append(entry)
-        shared = dict((key, entry[key]) for key in ("bytes_received", "seconds", "waited"))
+        shared = dict((key, entry[key]) for key in ("bytes_received", "seconds", "waited", "tries"))
         files.extend(dict(shared, path=path, pull=len(pulls) - 1) for path in paths)
         if progress:
             progress.waiting = False

@@ -106,6 +106,12 @@ options:
         and the window must hold at least one full count of failures.
     type: dict
     default: {}
+  fetch:
+    description:
+      - How network fetches are retried (C(llm_cluster_fetch_retries), C(llm_cluster_fetch_delay)); each one given
+        must be a whole number in its range (0 to 20 tries, 0 to 600 seconds).
+    type: dict
+    default: {}
   cluster_ports:
     description:
       - Also check the ports and port ranges of the roles' defaults (Ray's fixed ports and worker range, the rsync

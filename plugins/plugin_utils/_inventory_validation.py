@@ -605,20 +605,39 @@ WATCHDOG_LIMITS = (
 )
 
 
-def _check_watchdog(spec, errors):
-    """The watchdog's numbers, when it runs: whole numbers in range, a window that holds one count of failures."""
-    watchdog = _dict(spec, "watchdog")
-    if watchdog.get("serve_watchdog") is not True:
-        return
+# (variable, lowest, highest, what it is, a good value) of the network fetches' retries.
+FETCH_LIMITS = (
+    ("llm_cluster_fetch_retries", 0, 20, "tries after the first of each package, wheel, image, hub or rsync fetch", 3),
+    ("llm_cluster_fetch_delay", 0, 600, "seconds before a retry", 10),
+)
+
+
+def _whole_numbers(given, limits, errors):
+    """{name: number} of the values of ``given`` within their limits; one error for each that is not."""
     values = {}
-    for name, low, high, what, good in WATCHDOG_LIMITS:
-        value = watchdog.get(name)
+    for name, low, high, what, good in limits:
+        value = given.get(name)
         number = _as_int(value)
         if number is None or not low <= number <= high:
             errors.append("%s = %s must be a whole number from %d to %d (%s), e.g. %s: %s." % (
                 name, _show(value), low, high, what, name, good))
         else:
             values[name] = number
+    return values
+
+
+def _check_fetch(spec, errors):
+    """The retries of network fetches: whole numbers in range (they reach Ansible's retries and delay)."""
+    given = _dict(spec, "fetch")
+    _whole_numbers(given, [limit for limit in FETCH_LIMITS if limit[0] in given], errors)
+
+
+def _check_watchdog(spec, errors):
+    """The watchdog's numbers, when it runs: whole numbers in range, a window that holds one count of failures."""
+    watchdog = _dict(spec, "watchdog")
+    if watchdog.get("serve_watchdog") is not True:
+        return
+    values = _whole_numbers(watchdog, WATCHDOG_LIMITS, errors)
     interval, failures, window = (values.get("serve_watchdog_%s" % key) for key in ("interval", "failures", "window"))
     if None not in (interval, failures, window) and window < interval * failures:
         least = interval * failures
@@ -698,6 +717,7 @@ def _checks(spec, members, errors, warnings):
         ("monitoring_group, monitoring_alert_thresholds, monitoring_engine, monitoring_*_exporter_src",
          lambda: _check_monitoring(spec, members, errors)),
         ("serve_watchdog_*", lambda: _check_watchdog(spec, errors)),
+        ("llm_cluster_fetch_retries, llm_cluster_fetch_delay", lambda: _check_fetch(spec, errors)),
         ("passwords", lambda: _check_secrets(spec, warnings)),
         (", ".join(SSH_ARG_VARS), lambda: _check_host_keys(spec, warnings)),
         ("variable names", lambda: _check_unknown_variables(spec, warnings)),
@@ -715,6 +735,7 @@ def verdict(spec):
     env_maps {var: {NAME: value}}, accounts {var: user}, tls {serve_tls_names, serve_tls_cert_file,
     serve_tls_key_file}, monitoring {standalone, group, hosts, thresholds, engine, monitoring_*_exporter_src},
     watchdog {serve_watchdog, serve_watchdog_interval, _timeout, _failures, _start_grace, _max_restarts, _window},
+    fetch {llm_cluster_fetch_retries, llm_cluster_fetch_delay},
     cleartext_secrets {host: [vars]}, host_key_checking_off {var: {option: [hosts]}},
     variables {scope: [names]}, known_variables [names].
     Never raises: a check that fails on a value reports it as an error.

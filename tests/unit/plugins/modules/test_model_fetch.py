@@ -31,7 +31,7 @@ HOOK = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.absp
                     "roles", "model_distribution", "files", "sender_wait.py")
 
 
-def start_daemon(tmp_path, hook=""):
+def start_daemon(tmp_path, hook="", port=None):
     source = tmp_path / "source"
     (source / "sub").mkdir(parents=True)
     (source / "a.safetensors").write_bytes(os.urandom(3 * 1024 * 1024))
@@ -42,7 +42,7 @@ def start_daemon(tmp_path, hook=""):
     password = tmp_path / "password"
     password.write_text("s3cret\n")
     password.chmod(0o600)
-    port = free_port()
+    port = port or free_port()
     conf = tmp_path / "rsyncd.conf"
     conf.write_text("address = 127.0.0.1\nport = %d\nuse chroot = no\npid file = %s\nlock file = %s\nlog file = %s\n"
                     "[model]\n path = %s\n read only = yes\n auth users = llmc\n secrets file = %s\n"
@@ -154,13 +154,51 @@ def test_a_wrong_password_fails_with_rsyncs_reason(daemon, tmp_path):
     wrong.write_text("nope\n")
     wrong.chmod(0o600)
     result = run_module(model_fetch.main, args(daemon, ["a.safetensors"], password_file=str(wrong)))
-    assert result["failed"] and "rsync of a.safetensors from %s exited 5" % daemon["url"] in result["msg"]
+    assert result["failed"] and "rsync of a.safetensors from %s exited 5: " % daemon["url"] in result["msg"]
+    # A refused login is not a transient failure: tried once.
+    assert result["tries"] == 1
+
+
+def test_a_port_briefly_closed_is_retried_and_the_pull_passes(tmp_path):
+    # The sender's daemon comes up a second after the pull began (a restart, a table reloaded).
+    port = free_port()
+    started = {}
+    timer = threading.Timer(1.0, lambda: started.update(zip(("proc", "info"), start_daemon(tmp_path, port=port))))
+    timer.start()
+    try:
+        info = {"url": "rsync://llmc@127.0.0.1:%d/model" % port, "dest": tmp_path / "dest",
+                "password": str(tmp_path / "password")}
+        result = run_module(model_fetch.main, args(info, ["a.safetensors"], retries=4, retry_delay=0.5))
+    finally:
+        timer.join()
+        started["proc"].terminate()
+        started["proc"].wait()
+    assert not result.get("failed"), result
+    assert result["pulls"][0]["tries"] >= 2
+    assert (tmp_path / "dest" / "a.safetensors").read_bytes() == (tmp_path / "source" / "a.safetensors").read_bytes()
+
+
+def test_a_port_that_stays_closed_fails_after_the_retries_with_rsync_s_error(tmp_path):
+    password = tmp_path / "password"
+    password.write_text("s3cret\n")
+    password.chmod(0o600)
+    info = {"url": "rsync://llmc@127.0.0.1:%d/model" % free_port(), "dest": tmp_path / "dest", "password": str(password)}
+    started = time.time()
+    result = run_module(model_fetch.main, args(info, ["a.safetensors"], retries=2, retry_delay=0.2))
+    assert result["failed"] and result["tries"] == 3
+    assert result["msg"].startswith("rsync of a.safetensors from %s exited 10 after 3 tries: " % info["url"]), result["msg"]
+    assert "error in socket IO" in result["msg"] or "Connection refused" in result["msg"], result["msg"]
+    # Backed off: 0.2 s, then 0.4 s.
+    assert time.time() - started >= 0.6
+    # The next node of a chain sees the failure at once.
+    assert (tmp_path / "dest" / model_fetch.FAILED_MARKER).exists()
 
 
 @pytest.mark.parametrize("bad, message", [
     ({"files": ["../etc/passwd"]}, "must be a relative path inside the model"),
     ({"files": ["/etc/passwd"]}, "must be a relative path inside the model"),
     ({"url": "ssh://host/model"}, "url must be an rsync daemon module"),
+    ({"retries": -1}, "retries and retry_delay must be 0 or more"),
 ])
 def test_bad_inputs_are_refused(daemon, bad, message):
     result = run_module(model_fetch.main, dict(args(daemon, ["a.safetensors"]), **bad))

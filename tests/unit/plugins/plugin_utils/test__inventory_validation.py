@@ -103,6 +103,24 @@ def test_the_watchdog_s_settings_are_not_read_when_it_is_off():
     assert validate(spec_with(watchdog=WATCHDOG)) == []
 
 
+@pytest.mark.parametrize("changes, expected", [
+    ({"llm_cluster_fetch_retries": -1}, "llm_cluster_fetch_retries = -1 (integer) must be a whole number from 0 to 20 "
+     "(tries after the first of each package, wheel, image, hub or rsync fetch), e.g. llm_cluster_fetch_retries: 3."),
+    ({"llm_cluster_fetch_retries": "3 || reboot"}, "llm_cluster_fetch_retries = '3 || reboot' must be a whole number"),
+    ({"llm_cluster_fetch_delay": 86400}, "llm_cluster_fetch_delay = 86400 (integer) must be a whole number from 0 to 600"),
+    ({"llm_cluster_fetch_delay": 1.5}, "llm_cluster_fetch_delay = 1.5 (number) must be a whole number"),
+])
+def test_each_bad_fetch_retry_setting_is_named_with_its_range(changes, expected):
+    errors = validate(spec_with(fetch=dict({"llm_cluster_fetch_retries": 3, "llm_cluster_fetch_delay": 10}, **changes)))
+    assert len(errors) == 1, errors
+    assert expected in errors[0]
+
+
+def test_fetch_retry_settings_in_range_pass():
+    assert validate(spec_with(fetch={"llm_cluster_fetch_retries": 0, "llm_cluster_fetch_delay": "600"})) == []
+    assert validate(spec_with(fetch={})) == []
+
+
 def test_all_problems_reported_at_once():
     spec = spec_with(node_num=5, backend_type="x", model_type="y", model_path="rel",
                      ports={"ray_port": 1, "llm_port": 1, "dp_port": 99999})
