@@ -651,6 +651,12 @@ def _show_tag(tag):
     return text if len(text) < 40 else "20250717"
 
 
+# Environment names that carry credentials, and the maps where they are refused, with where
+# the secret goes instead.
+_SECRET_ENV_RE = re.compile(r"TOKEN|PASSWORD|SECRET|API_KEY|ACCESS_KEY", re.IGNORECASE)
+SECRET_HOMES = {"model_distribution_hub_environment": "model_distribution_hub_token"}
+
+
 def _check_env_names(spec, errors):
     for name, value in _items(spec, "env_maps"):
         if value is None or value == {}:
@@ -664,6 +670,10 @@ def _check_env_names(spec, errors):
                               "starting with a digit." % (name, _show(key)))
             elif isinstance(item, (dict, list)):
                 errors.append("%s.%s = %s: an environment value is one string or number." % (name, key, _show(item)))
+            elif name in SECRET_HOMES and _SECRET_ENV_RE.search(key):
+                # The environment of a task shows in -vvv and in the process's /proc/<pid>/environ.
+                errors.append("%s.%s: a secret does not go in an environment; give it to %s (from a vault), "
+                              "which reaches the node in a 0600 file." % (name, key, SECRET_HOMES[name]))
 
 
 def _check_secrets(spec, warnings):

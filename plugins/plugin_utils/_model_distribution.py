@@ -117,10 +117,17 @@ def disk_gate(nodes, factor):
 # 0600 file whose path is the last argument ("" = no token): never from argv or
 # the environment of the task, where ps and -vvv would show it.
 _TOKEN = "tf = sys.argv[4]; token = (open(tf).read().strip() if tf else '') or None; "
+# huggingface_hub's snapshot_download, asked for a branch or tag while the Hub cannot be
+# reached (503, connection refused), returns a local_dir that already holds files as it
+# is, with a warning and exit 0 (2.4.0, seen against tests/fakes/hf_hub_server.py): a
+# partial download would pass as the model. The revision is resolved to its commit
+# first, which fails when the Hub cannot be reached (so the step is retried), and with
+# a commit the client returns a local_dir only when its listing of that commit says
+# the directory is complete.
 _HUB_CODE = {
-    "huggingface": ("import sys; from huggingface_hub import snapshot_download; " + _TOKEN +
-                    "snapshot_download(repo_id=sys.argv[1], local_dir=sys.argv[2], revision=sys.argv[3] or None, "
-                    "token=token)"),
+    "huggingface": ("import sys; from huggingface_hub import HfApi, snapshot_download; " + _TOKEN +
+                    "sha = HfApi().model_info(sys.argv[1], revision=sys.argv[3] or None, token=token).sha; "
+                    "snapshot_download(repo_id=sys.argv[1], local_dir=sys.argv[2], revision=sha, token=token)"),
     "modelscope": ("import sys; from modelscope.hub.api import HubApi; from modelscope import snapshot_download; " +
                    _TOKEN + "token and HubApi().login(token); "
                    "snapshot_download(sys.argv[1], local_dir=sys.argv[2], revision=sys.argv[3] or None)"),

@@ -116,6 +116,19 @@ def test_each_bad_fetch_retry_setting_is_named_with_its_range(changes, expected)
     assert expected in errors[0]
 
 
+@pytest.mark.parametrize("environment, expected", [
+    ({"HF_TOKEN": "hf_abc"}, "model_distribution_hub_environment.HF_TOKEN: a secret does not go in an environment; "
+     "give it to model_distribution_hub_token"),
+    ({"MODELSCOPE_API_TOKEN": "x"}, "model_distribution_hub_environment.MODELSCOPE_API_TOKEN: a secret"),
+    ({"HF ENDPOINT": "x"}, "model_distribution_hub_environment has the key 'HF ENDPOINT'"),
+])
+def test_the_hub_s_environment_takes_names_and_no_secret(environment, expected):
+    errors = validate(spec_with(env_maps={"model_distribution_hub_environment": environment}))
+    assert len(errors) == 1 and expected in errors[0], errors
+    mirror = {"HF_ENDPOINT": "https://hf-mirror.example", "HTTPS_PROXY": "http://10.0.0.9:3128"}
+    assert validate(spec_with(env_maps={"model_distribution_hub_environment": mirror})) == []
+
+
 def test_fetch_retry_settings_in_range_pass():
     assert validate(spec_with(fetch={"llm_cluster_fetch_retries": 0, "llm_cluster_fetch_delay": "600"})) == []
     assert validate(spec_with(fetch={})) == []

@@ -122,6 +122,10 @@ def test_hub_client_reads_the_token_from_its_file(hub, tmp_path):
               "    open(os.environ['RECORD'], 'a').write(json.dumps([list(args), kwargs]) + '\\n')\n")
     for module in ("huggingface_hub", "openmind_hub", "modelscope"):
         (stub / module / "__init__.py").write_text(record)
+    with open(stub / "huggingface_hub" / "__init__.py", "a") as handle:
+        handle.write("class HfApi:\n    def model_info(self, repo_id, revision=None, token=None):\n"
+                     "        open(os.environ['RECORD'], 'a').write(json.dumps(['model_info', repo_id, token]) + '\\n')\n"
+                     "        return type('Info', (), {'sha': '0' * 40})()\n")
     (stub / "modelscope" / "hub" / "__init__.py").write_text("")
     (stub / "modelscope" / "hub" / "api.py").write_text(
         "import json, os\nclass HubApi:\n    def login(self, token):\n"
