@@ -24,6 +24,7 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import pytest
 import testinfra
@@ -139,13 +140,41 @@ def engine_successes(url):
     return counts
 
 
-def test_both_data_parallel_ranks_serve(url, key):
-    before = engine_successes(url)
-    with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(lambda index: completion(url, key, 8), range(8)))
+WATCHDOG_STATE = "/var/lib/llm_cluster/watchdog/state.json"
+PAUSE = "/run/llm_cluster/watchdog.pause"
+
+
+def watchdog_state(node):
+    return json.loads(node.file(WATCHDOG_STATE).content_string)
+
+
+@contextmanager
+def watchdogs_paused(nodes):
+    """The watchdogs held off with their pause file, as a deploy does while it changes the engines; entered once
+    each has seen it, so that none sends a request (to each rank) or restarts anything inside."""
+    for node in nodes.values():
+        node.check_output("mkdir -p /run/llm_cluster && echo 300 > %s" % PAUSE)
+    try:
+        deadline = time.monotonic() + 120
+        for node in nodes.values():
+            while not (node.file(WATCHDOG_STATE).exists and watchdog_state(node)["result"] == "paused"):
+                assert time.monotonic() < deadline, node.check_output("journalctl -u llm-cluster-watchdog.service -n 20 --no-pager")
+                time.sleep(1)
+        yield
+    finally:
+        for node in nodes.values():
+            node.check_output("rm -f %s" % PAUSE)
+
+
+def test_both_data_parallel_ranks_serve(nodes, url, key):
+    # The API node's watchdog sends a completion to each rank by number: held off while requests are counted.
+    with watchdogs_paused(nodes):
+        before = engine_successes(url)
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda index: completion(url, key, 8), range(8)))
+        after = engine_successes(url)
     assert [result[0] for result in results] == [200] * 8
     assert {result[1]["usage"]["completion_tokens"] for result in results} == {8}
-    after = engine_successes(url)
     served = {engine: after.get(engine, 0) - before.get(engine, 0) for engine in after}
     assert sum(served.values()) == 8 and set(served) == {"0", "1"}, served
     # The coordinator spreads concurrent requests over both ranks (the worker's engine is rank 1).
@@ -332,12 +361,7 @@ def test_restore_puts_every_engine_thread_back(nodes):
         assert worker == {tid: recorded[name].get(tid, main) for tid in worker}
 
 
-WATCHDOG_STATE = "/var/lib/llm_cluster/watchdog/state.json"
 TIMING = os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY", "."), ".cache", "timing", "watchdog-recovery.json")
-
-
-def watchdog_state(node):
-    return json.loads(node.file(WATCHDOG_STATE).content_string)
 
 
 def answers(url, key, rank, timeout=10):
@@ -384,33 +408,26 @@ def test_the_watchdog_runs_on_both_nodes_and_sees_the_engine_serve(nodes):
     assert json.loads(nodes["ct-master1"].file("/etc/llm_cluster/watchdog.json").content_string)["ranks"] == 2
 
 
-PAUSE = "/run/llm_cluster/watchdog.pause"
-
-
 def test_readiness_asks_each_rank_so_a_hung_headless_rank_fails_it(nodes, url, key, tmp_path):
     """The probe a deploy and status run: /health, the models and a plain completion all pass while the
     headless node's rank hangs (the API server sends a plain request to the idle-looking rank 0); the
     completion it then sends to each rank by number fails on rank 1 and names it."""
-    head, worker = nodes["ct-master1"], nodes["ct-worker1"]
-    for node in nodes.values():
-        # Hold the watchdogs off, as a deploy does while it changes the engines.
-        node.check_output("mkdir -p /run/llm_cluster && echo 300 > %s" % PAUSE)
-    core = int(worker.check_output("pgrep -f '^VLLM::EngineCore_DP1'").split()[0])
-    worker.check_output("kill -STOP %d" % core)
-    try:
-        secrets = tmp_path / "probe.json"
-        secrets.write_text(json.dumps({"probe_key": key}))
-        secrets.chmod(0o600)
-        args = {"url": url, "api_key": "{{ probe_key }}", "model": MODEL, "max_tokens": 1, "dp_ranks": 2,
-                "request_timeout": 5, "check_auth": False}
-        run = subprocess.run(["ansible", "-i", INVENTORY, "ct-master1", "-m", "aihost.llm_cluster.serve_probe",
-                              "-a", json.dumps(args), "-e", "@%s" % secrets, "-o"],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=300,
-                             check=False)
-    finally:
-        worker.check_output("kill -CONT %d" % core)
-        for node in nodes.values():
-            node.check_output("rm -f %s" % PAUSE)
+    worker = nodes["ct-worker1"]
+    with watchdogs_paused(nodes):
+        core = int(worker.check_output("pgrep -f '^VLLM::EngineCore_DP1'").split()[0])
+        worker.check_output("kill -STOP %d" % core)
+        try:
+            secrets = tmp_path / "probe.json"
+            secrets.write_text(json.dumps({"probe_key": key}))
+            secrets.chmod(0o600)
+            args = {"url": url, "api_key": "{{ probe_key }}", "model": MODEL, "max_tokens": 1, "dp_ranks": 2,
+                    "request_timeout": 5, "check_auth": False}
+            run = subprocess.run(["ansible", "-i", INVENTORY, "ct-master1", "-m", "aihost.llm_cluster.serve_probe",
+                                  "-a", json.dumps(args), "-e", "@%s" % secrets, "-o"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=300,
+                                 check=False)
+        finally:
+            worker.check_output("kill -CONT %d" % core)
     assert run.returncode != 0, run.stdout[-3000:]
     result = json.loads(run.stdout.split(" => ", 1)[1])
     assert result["failed_step"] == "rank", result.get("msg")
@@ -455,7 +472,7 @@ def test_a_hung_engine_core_behind_a_live_api_is_restarted_by_the_watchdog(nodes
     journal = head.check_output("journalctl -u llm-cluster-watchdog.service --no-pager")
     assert "restarted (docker restart --time 30 %s)" % ENGINE in journal
     assert [answers(url, key, rank) for rank in (0, 1)] == [200, 200]
-    test_both_data_parallel_ranks_serve(url, key)
+    test_both_data_parallel_ranks_serve(nodes, url, key)
 
 
 def test_a_killed_engine_core_comes_back_without_ansible(nodes, url, key):
@@ -475,10 +492,15 @@ def test_a_killed_engine_core_comes_back_without_ansible(nodes, url, key):
     after = inspect(head, ENGINE)
     assert after["RestartCount"] == before["RestartCount"] + 1
     assert len(restarts(head)) == leader_restarts
-    test_both_data_parallel_ranks_serve(url, key)
+    test_both_data_parallel_ranks_serve(nodes, url, key)
 
 
 def test_status_reports_the_watchdog_and_its_restart(nodes):
+    # The last test held the watchdogs off while it counted requests: wait for their next check.
+    deadline = time.monotonic() + 60
+    while watchdog_state(nodes["ct-master1"])["result"] != "ok":
+        assert time.monotonic() < deadline, watchdog_state(nodes["ct-master1"])
+        time.sleep(1)
     result = playbook("status", "--tags", "serve")[0]
     assert result.returncode == 0, result.stdout[-3000:]
     artifacts = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "artifacts")
