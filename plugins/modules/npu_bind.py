@@ -75,6 +75,18 @@ options:
     description: Directory of the state file C(npu_bind.json) that records the original masks.
     type: path
     default: /var/lib/llm_cluster
+  boot_record:
+    description:
+      - The masks the kernel had at this boot, as the prepare role's boot unit (C(llm-cluster-npu-bind.service)) read
+        them before it wrote the planned ones: C({"version": 1, "boot_id": ..., "devices": {"<index>": {"path",
+        "mask"}}}). Used only when its C(boot_id) is this boot's.
+      - With O(state=present), a mask changed for the first time takes its original from here when listed (after a
+        reboot the mask read now is the boot unit's, not the kernel's).
+      - With O(state=restored), the devices listed here are put back to these masks, also those whose record in the
+        state file is of an earlier boot, and those with no record.
+      - A missing file is no record.
+    type: path
+    default: /run/llm_cluster/npu_bind-boot.json
 attributes:
   check_mode:
     description: Reports the masks it would write and writes nothing, neither masks nor state file.
@@ -90,7 +102,8 @@ notes:
   - The kernel creates the C(cpumask) attribute only for unbound workqueues. Drivers built without an unbound send
     workqueue create the directory without C(cpumask); the module then fails and names the file.
   - Masks do not survive a reboot (or a driver reload). Records made in an earlier boot are dropped, since the
-    kernel has already reset those masks.
+    kernel has already reset those masks; the prepare role's boot unit writes the planned masks again at boot and
+    records the kernel's in O(boot_record), from which a restore in that boot puts them back.
   - The state file is written atomically with mode C(0600).
 seealso:
   - module: aihost.llm_cluster.affinity_apply
@@ -181,6 +194,7 @@ state_file:
   sample: /var/lib/llm_cluster/npu_bind.json
 """
 
+import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
@@ -216,6 +230,7 @@ def build_module():
             driver_version=dict(type="str"),
             min_driver_version=dict(type="str", default="24.1.0"),
             state_dir=dict(type="path", default="/var/lib/llm_cluster"),
+            boot_record=dict(type="path", default="/run/llm_cluster/npu_bind-boot.json"),
         ),
         required_if=[("state", "present", ["devices"])],
         supports_check_mode=True,
@@ -228,6 +243,18 @@ def workqueue_name(index):
 
 def cpumask_path(root, index):
     return os.path.join(root, WORKQUEUE_DIR, workqueue_name(index), "cpumask")
+
+
+def read_boot_record(path, boot_id):
+    """{index: mask} that the boot unit read from the kernel in this boot; {} without a record of this boot."""
+    try:
+        with open(path) as handle:
+            doc = json.load(handle)
+        if doc.get("version") != 1 or boot_id is None or doc.get("boot_id") != boot_id:
+            return {}
+        return dict((int(index), str(entry["mask"])) for index, entry in doc["devices"].items())
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
 
 
 def missing_reason(root, index, min_version):
@@ -343,11 +370,15 @@ def apply_present(params, root, boot_id, check_mode=False, diff=False):
     if check_mode:
         return finish(result)
 
-    # Record the originals before the first write.
-    state.record_originals(
-        [(workqueue_name(row["index"]), dict(index=row["index"], path=row["path"], mask=row["mask_before"],
-                                             cpus=row["before"], boot_id=boot_id)) for row in to_change],
-        dict(devices=rows))
+    # Record the originals before the first write: the kernel's, which after a reboot the boot unit read
+    # before it wrote the planned masks of the last run.
+    boot = read_boot_record(params["boot_record"], boot_id)
+    originals = []
+    for row in to_change:
+        mask = boot.get(row["index"], row["mask_before"])
+        originals.append((workqueue_name(row["index"]), dict(index=row["index"], path=row["path"], mask=mask,
+                                                             cpus=format_cpulist(parse_cpumask(mask)), boot_id=boot_id)))
+    state.record_originals(originals, dict(devices=rows))
 
     written = []
     for row in to_change:
@@ -407,6 +438,15 @@ def apply_restored(params, root, boot_id, check_mode=False, diff=False):
         if wanted is not None and entry["index"] not in wanted:
             continue
         records.append((key, entry))
+    # The kernel's masks of this boot that the boot unit recorded: the originals of the devices it bound,
+    # whatever the state file holds (nothing, or a record of the boot before).
+    boot = read_boot_record(params["boot_record"], boot_id)
+    recorded = set(entry["index"] for key, entry in records)
+    for index in sorted(boot):
+        if index not in recorded and (wanted is None or index in wanted):
+            records.append((workqueue_name(index), dict(index=index, mask=boot[index], boot_id=boot_id)))
+    records = [(key, dict(entry, mask=boot[entry["index"]], boot_id=boot_id) if entry["index"] in boot else entry)
+               for key, entry in records]
     records.sort(key=lambda item: item[1]["index"])
 
     to_write = []

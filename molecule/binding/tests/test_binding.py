@@ -1,6 +1,8 @@
 # Copyright (c) 2026 aihost.llm_cluster contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""After converge: workqueues and every thread of the stand-in workers follow the plan."""
+"""After converge: workqueues and every thread of the stand-in workers follow the plan; after a reboot of
+the masks (the kernel's own again, a new boot id, an empty /run) the boot unit binds the workqueues again
+without Ansible (and cleanup.yml's restore then puts back the kernel's masks of that boot)."""
 
 from __future__ import annotations
 
@@ -50,3 +52,28 @@ def test_originals_recorded_with_process_identity(host):
     state = json.loads(host.file("/var/lib/llm_cluster/affinity_apply.json").content_string)
     assert state["version"] == 1 and state["boot_id"]
     assert state["entries"]
+
+
+FAKES = "/var/lib/llm-cluster-fakes"
+ALL_192 = ",".join(["ffffffff"] * 6)
+
+
+def test_after_a_reboot_the_boot_unit_binds_the_workqueues_again(host):
+    assert host.service("llm-cluster-npu-bind.service").is_enabled
+    config = json.loads(host.file("/etc/llm_cluster/npu-bind.json").content_string)
+    assert [device["index"] for device in config["devices"]] == list(range(8))
+    # What a reboot does to the masks: the kernel's own (every CPU), under a new boot id; /run is empty.
+    for device in range(8):
+        host.check_output("echo %s > %s/sys/devices/virtual/workqueue/dev%d_sq_send_wq/cpumask" % (ALL_192, FAKES, device))
+    boot_id = host.check_output("cat /proc/sys/kernel/random/uuid")
+    host.check_output("mkdir -p %s/proc/sys/kernel/random && echo %s > %s/proc/sys/kernel/random/boot_id" % (
+        FAKES, boot_id, FAKES))
+    host.check_output("rm -f /run/llm_cluster/npu_bind-boot.json")
+    # What the boot does: the enabled unit runs (multi-user.target wants it).
+    host.check_output("systemctl restart llm-cluster-npu-bind.service")
+    test_workqueues_follow_llm_solution(host)
+    record = json.loads(host.file("/run/llm_cluster/npu_bind-boot.json").content_string)
+    assert record["boot_id"] == boot_id
+    assert {entry["mask"] for entry in record["devices"].values()} == {ALL_192} and len(record["devices"]) == 8
+    journal = host.check_output("journalctl -u llm-cluster-npu-bind.service --no-pager")
+    assert journal.count("(was %s)" % ALL_192) >= 8, journal[-2000:]
