@@ -77,9 +77,9 @@ options:
     default: /var/lib/llm_cluster
   boot_record:
     description:
-      - The masks the kernel had at this boot, as the prepare role's boot unit (C(llm-cluster-npu-bind.service)) read
+      - 'The masks the kernel had at this boot, as the prepare role''s boot unit (C(llm-cluster-npu-bind.service)) read
         them before it wrote the planned ones: C({"version": 1, "boot_id": ..., "devices": {"<index>": {"path",
-        "mask"}}}). Used only when its C(boot_id) is this boot's.
+        "mask"}}}). Used only when its C(boot_id) is this boot''s.'
       - With O(state=present), a mask changed for the first time takes its original from here when listed (after a
         reboot the mask read now is the boot unit's, not the kernel's).
       - With O(state=restored), the devices listed here are put back to these masks, also those whose record in the

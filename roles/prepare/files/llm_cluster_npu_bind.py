@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # Copyright (c) 2026 aihost.llm_cluster contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Bind each CANN send workqueue to its planned CPUs at boot (llm-cluster-npu-bind.service).
