@@ -43,6 +43,19 @@ KIND = "affinity_apply"
 SETTLE_DELAY = 0.05
 
 
+def settle(catch, limit):
+    """Call ``catch`` (a re-scan that returns whether it caught a thread) every SETTLE_DELAY seconds until two
+    calls in a row catch nothing or ``limit`` calls were made; returns the calls made. The binding and the
+    restore both use it for the threads a process starts while it is being handled."""
+    rounds = 0
+    quiet = 0
+    while rounds < limit and quiet < 2:
+        time.sleep(SETTLE_DELAY)
+        rounds += 1
+        quiet = 0 if catch() else quiet + 1
+    return rounds
+
+
 class Binder:
     """Applies the rules to the matched processes and keeps what it saw."""
 
@@ -196,20 +209,16 @@ def apply_present(params, table, boot_id, check_mode=False, diff=False, move=Non
         doc = state.doc
 
         binder.bind(todo)
-        rounds = 0
-        quiet = 0
-        while matched and rounds < params["settle"] and quiet < 2:
-            time.sleep(SETTLE_DELAY)
-            rounds += 1
-            todo = binder.scan()
-            if todo:
-                quiet = 0
-                binder.record(doc, todo)
+
+        def catch():
+            found = binder.scan()
+            if found:
+                binder.record(doc, found)
                 state.save()
-                binder.bind(todo)
-            else:
-                quiet += 1
-        result["settle_rounds"] = rounds
+                binder.bind(found)
+            return bool(found)
+
+        result["settle_rounds"] = settle(catch, params["settle"]) if matched else 0
 
         problems = list(binder.errors)
         apply_irqs(irq_rows, problems)

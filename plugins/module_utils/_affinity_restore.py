@@ -23,11 +23,10 @@ now, then writes the originals and drops each record once it reads back.
 from __future__ import annotations
 
 import os
-import time
 
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.aihost.llm_cluster.plugins.module_utils._affinity_present import KIND, SETTLE_DELAY
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._affinity_present import KIND, settle
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._affinity_rules import thread_lines
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._change import ChangeError, StateRecord, diff_of, lines_text
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._cpuset import format_cpulist, parse_cpulist
@@ -259,26 +258,24 @@ class Restorer:
 
     def settle(self, limit):
         """Re-scan the restored processes for threads started with a bound set; returns the rounds."""
-        rounds = 0
-        quiet = 0
-        while self.inherited and rounds < limit and quiet < 2:
-            time.sleep(SETTLE_DELAY)
-            rounds += 1
-            caught = False
-            for pid, (original, applied) in sorted(self.inherited.items()):
-                for tid in self.table.tids(pid):
-                    if (pid, tid) in self.handled:
-                        continue
-                    current = get_affinity(tid)
-                    if current is None or current not in applied:
-                        continue
-                    self.handled.add((pid, tid))
-                    caught = True
-                    error = set_affinity(tid, original)
-                    if error and error != "gone":
-                        self.skipped.append(dict(pid=pid, tids=[tid], reason=error))
-            quiet = 0 if caught else quiet + 1
-        return rounds
+        return settle(self.catch, limit) if self.inherited else 0
+
+    def catch(self):
+        """Put back each new thread of a restored process that started with the applied set; True when one did."""
+        caught = False
+        for pid, (original, applied) in sorted(self.inherited.items()):
+            for tid in self.table.tids(pid):
+                if (pid, tid) in self.handled:
+                    continue
+                current = get_affinity(tid)
+                if current is None or current not in applied:
+                    continue
+                self.handled.add((pid, tid))
+                caught = True
+                error = set_affinity(tid, original)
+                if error and error != "gone":
+                    self.skipped.append(dict(pid=pid, tids=[tid], reason=error))
+        return caught
 
     def apply_irqs(self):
         for key, row in self.irq_writes:
