@@ -410,13 +410,16 @@ def test_the_watchdog_runs_on_both_nodes_and_sees_the_engine_serve(nodes):
 
 def test_readiness_asks_each_rank_so_a_hung_headless_rank_fails_it(nodes, url, key, tmp_path):
     """The probe a deploy and status run: /health, the models and a plain completion all pass while the
-    headless node's rank hangs (the API server sends a plain request to the idle-looking rank 0); the
-    completion it then sends to each rank by number fails on rank 1 and names it."""
+    headless node's rank hangs; the completion it then sends to each rank by number fails on rank 1 and
+    names it. (vLLM 0.32.0's balancer sends a plain request to the engine with the fewest of its requests in
+    flight, rotating ties: a request already held by the hung rank 1 sends the probe's plain one to rank 0.)"""
     worker = nodes["ct-worker1"]
-    with watchdogs_paused(nodes):
+    with watchdogs_paused(nodes), ThreadPoolExecutor(1) as pool:
         core = int(worker.check_output("pgrep -f '^VLLM::EngineCore_DP1'").split()[0])
         worker.check_output("kill -STOP %d" % core)
         try:
+            held = pool.submit(answers, url, key, 1, 240)
+            time.sleep(1)
             secrets = tmp_path / "probe.json"
             secrets.write_text(json.dumps({"probe_key": key}))
             secrets.chmod(0o600)
@@ -428,6 +431,8 @@ def test_readiness_asks_each_rank_so_a_hung_headless_rank_fails_it(nodes, url, k
                                  check=False)
         finally:
             worker.check_output("kill -CONT %d" % core)
+        # The held request is served once the core runs on.
+        assert held.result() == 200
     assert run.returncode != 0, run.stdout[-3000:]
     result = json.loads(run.stdout.split(" => ", 1)[1])
     assert result["failed_step"] == "rank", result.get("msg")
