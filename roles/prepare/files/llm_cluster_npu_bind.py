@@ -85,19 +85,22 @@ def bind(config):
     record = load_record(record_path, boot_id)
     deadline = time.monotonic() + float(config.get("wait", 120))
     failures = []
+    found = []
     for device in config.get("devices") or []:
-        index, path, mask = int(device["index"]), device["path"], device["mask"]
+        index, path = int(device["index"]), device["path"]
         while not os.path.exists(path) and time.monotonic() < deadline:
             time.sleep(1)
         try:
-            current = read(path)
+            found.append((index, path, device["mask"], read(path)))
         except OSError as exc:
             failures.append("NPU %d: %s: %s (the driver is not loaded, or the device is gone)" % (index, path, exc.strerror))
-            continue
-        if str(index) not in record["devices"]:
-            # The kernel's mask of this boot, kept before the first write so a restore can put it back.
-            record["devices"][str(index)] = {"path": path, "mask": current}
-            save_record(record_path, record)
+    # The kernel's masks of this boot, saved once before the first write so a restore can put them back.
+    new = [(index, path, current) for index, path, mask, current in found if str(index) not in record["devices"]]
+    for index, path, current in new:
+        record["devices"][str(index)] = {"path": path, "mask": current}
+    if new:
+        save_record(record_path, record)
+    for index, path, mask, current in found:
         if cpus_of(current) == cpus_of(mask):
             log("NPU %d: %s already holds the planned mask %s" % (index, path, mask))
             continue

@@ -12,10 +12,10 @@ import threading
 import pytest
 
 from ansible_collections.aihost.llm_cluster.plugins.modules import npu_bind
+from ansible_collections.aihost.llm_cluster.tests.unit.plugins.modules.test_npu_bind import ALL_192, make_root
 from ansible_collections.aihost.llm_cluster.tests.unit.plugins.modules.utils import run_module
 from role_files import load_role_file
 
-ALL_192 = "ffffffff,ffffffff,ffffffff,ffffffff,ffffffff,ffffffff"
 CPU23_192 = "00000000,00000000,00000000,00000000,00000000,00800000"
 CPUS_0_3_192 = "00000000,00000000,00000000,00000000,00000000,0000000f"
 
@@ -27,14 +27,7 @@ def script():
 
 @pytest.fixture
 def root(tmp_path):
-    base = tmp_path / "root"
-    for index in range(2):
-        wq = base / "sys/devices/virtual/workqueue" / ("dev%d_sq_send_wq" % index)
-        wq.mkdir(parents=True)
-        (wq / "cpumask").write_text(ALL_192 + "\n")
-    (base / "proc/sys/kernel/random").mkdir(parents=True)
-    (base / "proc/sys/kernel/random/boot_id").write_text("boot-1\n")
-    return base
+    return make_root(tmp_path / "root", 2, "boot-1")
 
 
 def path(root, index):

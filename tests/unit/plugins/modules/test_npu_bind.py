@@ -18,18 +18,22 @@ CPU23_192 = "00000000,00000000,00000000,00000000,00000000,00800000"
 BOOT_ID = "0f6c2d1e-1111-2222-3333-444455556666"
 
 
-@pytest.fixture
-def root(tmp_path):
-    """A fake sysfs/procfs root with four NPU send workqueues at their default mask."""
-    base = tmp_path / "root"
-    for index in range(4):
+def make_root(base, devices, boot_id):
+    """A fake sysfs/procfs root at ``base``: ``devices`` NPU send workqueues at their default mask, a boot id."""
+    for index in range(devices):
         wq = base / "sys/devices/virtual/workqueue" / ("dev%d_sq_send_wq" % index)
         wq.mkdir(parents=True)
         (wq / "cpumask").write_text(ALL_192 + "\n")
     boot = base / "proc/sys/kernel/random"
     boot.mkdir(parents=True)
-    (boot / "boot_id").write_text(BOOT_ID + "\n")
+    (boot / "boot_id").write_text(boot_id + "\n")
     return base
+
+
+@pytest.fixture
+def root(tmp_path):
+    """A fake sysfs/procfs root with four NPU send workqueues at their default mask."""
+    return make_root(tmp_path / "root", 4, BOOT_ID)
 
 
 def mask(root, index):
