@@ -131,6 +131,15 @@ echo "|---|---|---:|---:|---|"
 printf '%s\n' "${rows[@]}"
 echo "| **sum of stages** | | $sum | $total_budget | |"
 echo "| **wall time** | | $wall | | |"
+# Why each failed stage failed, in a few lines at the end, where a reader of only the tail looks: pytest's
+# summary and assertion lines, Ansible's failed tasks, Make's errors.
+for stage in "${stages[@]}"; do
+  read -r seconds result < "$logs/$stage.result" 2>/dev/null && [ "$result" = ok ] && continue
+  echo
+  echo "why $stage failed (its whole log is above, between its == lines):"
+  grep -E '^(FAILED|ERROR) |^E  |fatal: \[|FAILED! =>|^make(\[[0-9]+\])?: \*\*\*|Error: |Traceback' "$logs/$stage.log" 2>/dev/null \
+    | cut -c1-300 | head -n 30 | sed 's/^/    /'
+done
 echo
 echo "stages: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

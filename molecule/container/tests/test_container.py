@@ -468,7 +468,8 @@ def test_a_hung_engine_core_behind_a_live_api_is_restarted_by_the_watchdog(nodes
     recovered = time.monotonic() - stopped
     record_timing("hung_engine_core_to_both_ranks_serving_s", recovered)
     last = restarts(head)[-1]
-    assert last["reason"] == "2 failed completion(s) in a row, the last: rank 0: no answer within 5s", last
+    # Rank 0 named (a loaded host may make rank 1 late too, then both are named).
+    assert last["reason"].startswith("2 failed completion(s) in a row, the last: rank 0: no answer within 5s"), last
     assert last["ok"] is True and last["command"] == "docker restart --time 30 %s" % ENGINE
     # The headless rank had joined the engine that went away: its watchdog restarted it, once.
     assert len(restarts(worker)) == before["ct-worker1"] + 1
@@ -481,19 +482,29 @@ def test_a_hung_engine_core_behind_a_live_api_is_restarted_by_the_watchdog(nodes
 
 
 def test_a_killed_engine_core_comes_back_without_ansible(nodes, url, key):
+    """The API front exits once its core is dead and Docker's restart policy starts the container again.
+
+    The watchdogs are held off until Docker has done so: on a loaded host the front can take longer to exit
+    than two of the watchdog's checks, and the watchdog would then restart it first (it looks again after a
+    failed completion, which narrows that race without closing it; tests/unit/roles/test_serve_watchdog.py).
+    """
     head = nodes["ct-master1"]
     before = inspect(head, ENGINE)
     leader_restarts = len(restarts(head))
-    core = int(head.check_output("pgrep -f '^VLLM::EngineCore_DP0'").split()[0])
-    head.check_output("kill -KILL %d" % core)
-    killed = time.monotonic()
+    with watchdogs_paused(nodes):
+        core = int(head.check_output("pgrep -f '^VLLM::EngineCore_DP0'").split()[0])
+        head.check_output("kill -KILL %d" % core)
+        killed = time.monotonic()
+        while inspect(head, ENGINE)["RestartCount"] == before["RestartCount"]:
+            assert time.monotonic() < killed + 240, inspect(head, ENGINE)["State"]
+            time.sleep(2)
+    # Released: the watchdog takes the new run through its start grace to serving (the headless node's
+    # watchdog restarts its rank, which belonged to the engine that went away), and restarts nothing itself.
     deadline = killed + 420
     while watchdog_state(head)["result"] != "ok" or watchdog_state(head)["instance"] == before["State"]["StartedAt"]:
         assert time.monotonic() < deadline, watchdog_state(head)
         time.sleep(2)
     record_timing("killed_engine_core_to_both_ranks_serving_s", time.monotonic() - killed)
-    # The API front exits once its core is dead and Docker's restart policy starts the container again:
-    # the watchdog saw the engine down, not failing, and restarted nothing itself.
     after = inspect(head, ENGINE)
     assert after["RestartCount"] == before["RestartCount"] + 1
     assert len(restarts(head)) == leader_restarts

@@ -12,7 +12,9 @@ core hung, a collective stuck); only a completion proves inference. After
 the container); at most ``max_restarts`` times in ``window`` seconds, then it
 holds and says so. It never counts a failure while the engine is not running
 (systemd's Restart=always or Docker's restart policy is already bringing it
-back), nor while a freshly started engine is inside its start grace and has
+back), nor one of a run that stopped or was replaced while it was asked (it
+looks again after a failed completion: an API front exits some seconds after
+its core died, and a loaded host stretches those seconds), nor while a freshly started engine is inside its start grace and has
 not answered yet (loading weights).
 
 On a headless data-parallel node (mode ``follower``) it reads the API node's
@@ -243,6 +245,14 @@ def check(config, state, runner=run, opener=urllib.request.urlopen, now=time.tim
     if ok:
         return serving(config, state, at, "a completion answered; the engine serves", answered=True)
     state["last_error"] = why
+    gone = ended(config, runner, now, monotonic, instance)
+    if gone:
+        # The engine went away while it was asked (an API front exits once its core died; systemd or Docker
+        # starts it again): its failure is not counted, and nothing restarts what is already restarting.
+        state.update(result="engine down", failures=0, detail="%s while it was asked (%s); not counted: its unit "
+                     "or container restarts it" % (gone, why))
+        log("%s: not counted, the engine %s while it was asked" % (config["name"], gone))
+        return state
     if not state.get("answered") and age < config["start_grace"]:
         state.update(result="starting", detail="no completion yet (%s), %ds into a start grace of %ss"
                      % (why, age, config["start_grace"]))
@@ -251,6 +261,14 @@ def check(config, state, runner=run, opener=urllib.request.urlopen, now=time.tim
     state["failures"] = state.get("failures", 0) + 1
     reason = "%d failed completion(s) in a row, the last: %s" % (state["failures"], why)
     return escalate(config, state, runner, at, reason, restarts)
+
+
+def ended(config, runner, now, monotonic, instance):
+    """After a failed check, how the run that was asked ended ('stopped', 'started again'), or '' when it runs on."""
+    running, again, _, described = engine_state(config, runner, now, monotonic)
+    if not running:
+        return "stopped (%s)" % described
+    return "" if again == instance else "started again"
 
 
 def follow(config, state, runner, opener, at, age, restarts):

@@ -176,6 +176,39 @@ def test_an_engine_that_is_not_running_is_left_to_systemd(server):
     assert Engine.seen == []
 
 
+class Exiting(Runner):
+    """The container runs when the check starts and has stopped, or been started again, when it looks again."""
+
+    def __init__(self, after, **kwargs):
+        super().__init__(**kwargs)
+        self.after = after
+
+    def __call__(self, argv):
+        if argv[:2] == ["docker", "inspect"] and any(c[:2] == ["docker", "inspect"] for c in self.calls):
+            self.calls.append(argv)
+            return subprocess.CompletedProcess(argv, 0, json.dumps(self.after) + "\n", "")
+        return super().__call__(argv)
+
+
+@pytest.mark.parametrize("after, gone", [
+    ({"Status": "exited", "StartedAt": "2026-12-03T05:00:00Z"}, "stopped (container llm_cluster_engine is exited)"),
+    ({"Status": "running", "StartedAt": "2026-12-03T05:20:00Z"}, "started again"),
+])
+def test_a_failure_of_a_run_that_ended_while_it_was_asked_is_not_counted(server, after, gone):
+    # An API front whose core was killed answers 500, then exits some seconds later; Docker starts it again.
+    Engine.mode = "error"
+    started = "2026-12-03T05:00:00Z"
+    runner = Exiting(after, container={"Status": "running", "StartedAt": started})
+    conf = config(server, runtime="container", name="llm_cluster_engine", failures=1)
+    state = step(conf, {"instance": started, "answered": True, "failures": 0}, runner, watchdog.parse_docker_time(started) + 1000, 0.0)
+    assert state["result"] == "engine down" and state["failures"] == 0 and runner.restarts == []
+    assert state["detail"].startswith("%s while it was asked (HTTP 500 Internal Server Error)" % gone), state["detail"]
+    # Still running the same run: the failure counts, and with failures=1 it restarts.
+    runner = Runner(container={"Status": "running", "StartedAt": started})
+    state = step(conf, {"instance": started, "answered": True}, runner, watchdog.parse_docker_time(started) + 1000, 0.0)
+    assert runner.restarts == [["docker", "restart", "--time", "30", "llm_cluster_engine"]]
+
+
 def test_a_new_run_of_the_engine_starts_counting_afresh(server):
     Engine.mode = "error"
     runner = Runner(running("c3", entered_s=1995.0))
