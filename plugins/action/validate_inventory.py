@@ -113,6 +113,7 @@ class ActionModule(ActionBase):
         flags=dict(type="dict", default={}),
         container=dict(type="dict", default={}),
         env_maps=dict(type="dict", default={}),
+        backend_env=dict(type="dict", default={}),
         accounts=dict(type="dict", default={}),
         tls=dict(type="dict", default={}),
         monitoring=dict(type="dict", default={}),
@@ -222,11 +223,16 @@ class ActionModule(ActionBase):
         spec["play_hosts"] = list(task_vars.get("ansible_play_hosts_all") or [])
         spec["interfaces"] = {}
         spec["addresses"] = {}
+        spec["comm_env"] = {}
         for host in members:
             try:
                 host_vars = hostvars.get(host) or {}
                 spec["interfaces"][host] = self._template(host_vars.get(args["interface_var"]))
                 spec["addresses"][host] = self._template(host_vars.get("ansible_host", host))
+                # Each node's own environment maps (inventory, host_vars, extra vars): the collective variables
+                # are checked per node and across the nodes.
+                spec["comm_env"][host] = {name: self._template(host_vars.get(name, {}))
+                                          for name in validation.COMM_SOURCES}
             except Exception as exc:  # pylint: disable=broad-except
                 spec["addresses"][host] = "<cannot be read: %s>" % exc
         defaults = role_defaults()

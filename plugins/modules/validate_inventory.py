@@ -88,6 +88,14 @@ options:
     description: Mappings of environment variables by variable name; every key must be an environment variable name.
     type: dict
     default: {}
+  backend_env:
+    description:
+      - The engine environment the O(backend_type) brings (C(HCCL_OP_EXPANSION_MODE=AIV) and more). The collective
+        variables (C(HCCL_*), C(NCCL_*), C(GLOO_SOCKET_IFNAME), C(TP_SOCKET_IFNAME), C(VLLM_HOST_IP)) of it, of each
+        node's C(prepare_env_extra) and of its C(serve_environment) (read from the node's own variables) are checked
+        together, per node and across the nodes; see the role's README.
+    type: dict
+    default: {}
   accounts:
     description: User names by variable name (C(llm_cluster_user)); each must be a user name C(useradd) accepts, or V(root).
     type: dict

@@ -676,6 +676,173 @@ def _check_env_names(spec, errors):
                               "which reaches the node in a 0600 file." % (name, key, SECRET_HOMES[name]))
 
 
+# --- Communication environment (HCCL, NCCL, Gloo) -------------------------------------------------------
+# Where a node's collective variables come from, in the order the engine reads them (the later wins).
+COMM_SOURCES = ("prepare_env_extra", "serve_environment")
+BACKEND_SOURCE = "backend"
+
+# (name, lowest, highest, the rule and the fix). CANN's environment reference (HCCL_CONNECT_TIMEOUT,
+# HCCL_EXEC_TIMEOUT, HCCL_BUFFSIZE, HCCL_RDMA_TC/SL); NCCL's environment page (NCCL_IB_GID_INDEX).
+COMM_NUMBERS = (
+    ("HCCL_CONNECT_TIMEOUT", 120, 7200, "seconds HCCL waits for every rank to connect; CANN accepts 120 to 7200 "
+     "(the wait is the value plus 20 s), e.g. 120 for a few nodes, 1200 for many"),
+    ("HCCL_EXEC_TIMEOUT", 0, 2147483647, "seconds a collective may run before HCCL aborts it (0 = never); CANN's "
+     "default is 1836"),
+    ("HCCL_BUFFSIZE", 1, 32768, "MB of HBM per communicator and direction; each communicator takes twice the value, "
+     "so above 32768 (64 GiB, the most HBM one NPU has) none fits; CANN's default is 200"),
+    ("HCCL_RDMA_TC", 0, 255, "the RoCE traffic class, the DSCP value times 4; CANN's default is 132"),
+    ("HCCL_RDMA_SL", 0, 7, "the RoCE service level, the NICs' PFC priority; CANN's default is 4"),
+    ("HCCL_INTRA_ROCE_ENABLE", 0, 1, "0 or 1"),
+    ("HCCL_INTRA_PCIE_ENABLE", 0, 1, "0 or 1"),
+)
+# The AIV expansion mode caps HCCL_EXEC_TIMEOUT: a larger value has no effect.
+AIV_EXEC_TIMEOUT_CAP = 1091
+# Values HCCL needs to be the same on every rank of one communicator.
+COMM_SAME_EVERYWHERE = ("HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT", "HCCL_BUFFSIZE", "HCCL_OP_EXPANSION_MODE",
+                        "HCCL_DETERMINISTIC", "HCCL_RDMA_TC", "HCCL_RDMA_SL", "HCCL_INTRA_ROCE_ENABLE",
+                        "HCCL_INTRA_PCIE_ENABLE")
+# One node's own address: never the same on two nodes.
+COMM_OWN_ADDRESS = ("HCCL_IF_IP", "VLLM_HOST_IP")
+# Interface lists: NCCL's and HCCL's take '^' (exclude) and '=' (exact); Gloo's and TensorPipe's take names only.
+COMM_IFNAME_LISTS = ("NCCL_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME")
+COMM_IFNAME_PLAIN = ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
+
+
+def _ip_address(value):
+    """The IP address in its compressed form, or None when value is not one."""
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        return None
+
+
+def _var(source, name):
+    """How a message names one variable: the map it is in, or the backend's default."""
+    if source == BACKEND_SOURCE:
+        return "%s (the default of the backend_type, roles/prepare/vars/main.yml; override it in prepare_env_extra)" % name
+    return "%s.%s" % (source, name)
+
+
+def _comm_value(value):
+    """An environment value as the env file writes it (numbers and booleans as text)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else str(value) if isinstance(value, int) else None
+
+
+def _comm_problems(env):
+    """The problems of one node's merged collective variables: [(variable, message)]."""
+    problems = []
+    numbers = {}
+    for name, low, high, rule in COMM_NUMBERS:
+        if name not in env:
+            continue
+        source, value = env[name]
+        number = _as_int(value.strip()) if isinstance(value, str) else None
+        if number is None or not low <= number <= high:
+            problems.append((name, "%s = %s must be a whole number from %d to %d: %s." % (
+                _var(source, name), _show(value), low, high, rule)))
+        else:
+            numbers[name] = number
+    if "HCCL_RDMA_TC" in numbers and numbers["HCCL_RDMA_TC"] % 4:
+        source, value = env["HCCL_RDMA_TC"]
+        problems.append(("HCCL_RDMA_TC", "%s = %s is not a multiple of 4: it is the DSCP value times 4 (DSCP 33 is "
+                         "132), as the NICs' QoS (hccn_tool -i N -dscp_to_tc -g) shows." % (_var(source, "HCCL_RDMA_TC"), _show(value))))
+    deterministic = env.get("HCCL_DETERMINISTIC")
+    if deterministic and deterministic[1] not in ("true", "false"):
+        problems.append(("HCCL_DETERMINISTIC", "%s = %s must be true or false (lower case)."
+                         % (_var(deterministic[0], "HCCL_DETERMINISTIC"), _show(deterministic[1]))))
+    mode = env.get("HCCL_OP_EXPANSION_MODE")
+    if mode and mode[1] == "AIV":
+        if deterministic and deterministic[1] == "true":
+            problems.append(("HCCL_OP_EXPANSION_MODE", "%s = 'AIV' with %s = 'true': HCCL ignores AIV in deterministic "
+                             "mode; drop one of them." % (_var(mode[0], "HCCL_OP_EXPANSION_MODE"),
+                                                          _var(deterministic[0], "HCCL_DETERMINISTIC"))))
+        elif numbers.get("HCCL_EXEC_TIMEOUT", 0) > AIV_EXEC_TIMEOUT_CAP:
+            problems.append(("HCCL_EXEC_TIMEOUT", "%s = %s has no effect with %s = 'AIV': that mode caps it at %d s; "
+                             "set at most %d, or set another HCCL_OP_EXPANSION_MODE." % (
+                                 _var(env["HCCL_EXEC_TIMEOUT"][0], "HCCL_EXEC_TIMEOUT"), _show(env["HCCL_EXEC_TIMEOUT"][1]),
+                                 _var(mode[0], "HCCL_OP_EXPANSION_MODE"), AIV_EXEC_TIMEOUT_CAP, AIV_EXEC_TIMEOUT_CAP)))
+    for name in COMM_OWN_ADDRESS:
+        if name in env and _ip_address(env[name][1]) is None:
+            problems.append((name, "%s = %s is not an IP address: it is this node's own address on the cluster "
+                             "network; leave it unset and the env file sets each node's." % (_var(env[name][0], name),
+                                                                                            _show(env[name][1]))))
+    for name in COMM_IFNAME_LISTS + COMM_IFNAME_PLAIN:
+        if name not in env:
+            continue
+        source, value = env[name]
+        text = value
+        if name in COMM_IFNAME_LISTS:
+            text = text[1:] if text.startswith("^") else text
+            text = text[1:] if text.startswith("=") else text
+        elif text[:1] in ("^", "="):
+            problems.append((name, "%s = %s: %s takes interface names only (eth0, or eth0,eth1), not NCCL's '^' "
+                             "(exclude) or '=' (exact); write the name." % (_var(source, name), _show(value),
+                                                                           "Gloo" if name.startswith("GLOO") else "TensorPipe")))
+            continue
+        names = text.split(",")
+        if not all(_IFNAME_RE.fullmatch(item) and item not in (".", "..") for item in names):
+            problems.append((name, "%s = %s is not a list of interface names (1-15 characters each, separated by "
+                             "','%s); use the names 'ip -br link' shows." % (
+                                 _var(source, name), _show(value), ", after an optional '^' and '='" if name in COMM_IFNAME_LISTS
+                                 else "")))
+    return problems
+
+
+def _comm_envs(spec, members):
+    """{host: {NAME: (source, value)}} of the members' collective variables, and the type errors."""
+    given = _dict(spec, "comm_env")
+    envs = {}
+    for host in members:
+        merged = {}
+        sources = dict(given.get(host) if isinstance(given.get(host), dict) else {})
+        sources[BACKEND_SOURCE] = spec.get("backend_env")
+        for source in (BACKEND_SOURCE,) + COMM_SOURCES:
+            mapping = sources.get(source)
+            if not isinstance(mapping, dict):
+                continue
+            for key, item in mapping.items():
+                text = _comm_value(item)
+                if isinstance(key, str) and text is not None and (key.startswith(("HCCL_", "NCCL_")) or key in
+                                                                    COMM_OWN_ADDRESS + COMM_IFNAME_PLAIN):
+                    merged[key] = (source, text)
+        envs[host] = merged
+    return envs
+
+
+def _where(hosts, members):
+    return "every node" if len(hosts) == len(members) and len(members) > 1 else "host " + ", ".join(hosts)
+
+
+def _check_comm_env(spec, members, errors):
+    """HCCL/NCCL/Gloo variables of prepare_env_extra and serve_environment, per node and across the nodes."""
+    envs = _comm_envs(spec, members)
+    found = {}
+    for host in members:
+        for _name, message in _comm_problems(envs.get(host, {})):
+            found.setdefault(message, []).append(host)
+    for message, hosts in found.items():
+        errors.append("%s (%s)" % (message[:-1], _where(hosts, members)) + ".")
+    for name in COMM_OWN_ADDRESS:
+        by_value = {}
+        for host in members:
+            if name in envs.get(host, {}) and _ip_address(envs[host][name][1]) is not None:
+                by_value.setdefault(_ip_address(envs[host][name][1]), []).append(host)
+        for value, hosts in sorted(by_value.items()):
+            if len(hosts) > 1:
+                errors.append("%s = %s is set for %s: it is one node's own address, so HCCL or vLLM on the others "
+                              "would use an address that is not theirs; set it per host in host_vars, or leave it "
+                              "unset (the env file sets each node's)." % (name, _show(value), ", ".join(hosts)))
+    for name in COMM_SAME_EVERYWHERE:
+        values = {host: envs.get(host, {}).get(name, (None, None))[1] for host in members}
+        if len(set(values.values())) > 1:
+            shown = ", ".join("%s on %s" % ("unset (CANN's default)" if value is None else _show(value), host)
+                              for host, value in values.items())
+            errors.append("%s differs between the nodes (%s): the ranks of one communicator need the same value; set "
+                          "it once for every node (group_vars or the inventory's vars), not per host." % (name, shown))
+
+
 def _check_secrets(spec, warnings):
     """Clear-text passwords in the inventory: a warning pointing at Ansible Vault."""
     for host, names in _items(spec, "cleartext_secrets"):
@@ -722,6 +889,8 @@ def _checks(spec, members, errors, warnings):
         ("ansible_host", lambda: _check_addresses(spec, members, errors)),
         ("image_name, image_tag, container_name", lambda: _check_container(spec, errors)),
         ("environment maps", lambda: _check_env_names(spec, errors)),
+        ("HCCL_*, NCCL_*, GLOO_SOCKET_IFNAME, TP_SOCKET_IFNAME, VLLM_HOST_IP in %s" % ", ".join(COMM_SOURCES),
+         lambda: _check_comm_env(spec, members, errors)),
         ("accounts", lambda: _check_accounts(spec, errors)),
         ("serve_tls_names, serve_tls_cert_file, serve_tls_key_file", lambda: _check_tls(spec, errors)),
         ("monitoring_group, monitoring_alert_thresholds, monitoring_engine, monitoring_*_exporter_src",
@@ -742,7 +911,8 @@ def verdict(spec):
     backend_type, model_type, model_path, paths {var: path}, interface_var, interfaces {host: value},
     cidrs {var: value or [values]}, cidr_lists {var: [values]}, booleans {var: value},
     flags {var: 0/1 value}, addresses {host: ansible_host}, container {var: value},
-    env_maps {var: {NAME: value}}, accounts {var: user}, tls {serve_tls_names, serve_tls_cert_file,
+    env_maps {var: {NAME: value}}, comm_env {host: {prepare_env_extra, serve_environment}},
+    backend_env {NAME: value} (the backend_type's engine environment), accounts {var: user}, tls {serve_tls_names, serve_tls_cert_file,
     serve_tls_key_file}, monitoring {standalone, group, hosts, thresholds, engine, monitoring_*_exporter_src},
     watchdog {serve_watchdog, serve_watchdog_interval, _timeout, _failures, _start_grace, _max_restarts, _window},
     fetch {llm_cluster_fetch_retries, llm_cluster_fetch_delay},
