@@ -765,9 +765,9 @@ def _comm_problems(env):
                                  _var(mode[0], "HCCL_OP_EXPANSION_MODE"), AIV_EXEC_TIMEOUT_CAP, AIV_EXEC_TIMEOUT_CAP)))
     for name in COMM_OWN_ADDRESS:
         if name in env and _ip_address(env[name][1]) is None:
+            shown = (_var(env[name][0], name), _show(env[name][1]))
             problems.append((name, "%s = %s is not an IP address: it is this node's own address on the cluster "
-                             "network; leave it unset and the env file sets each node's." % (_var(env[name][0], name),
-                                                                                            _show(env[name][1]))))
+                             "network; leave it unset and the env file sets each node's." % shown))
     for name in COMM_IFNAME_LISTS + COMM_IFNAME_PLAIN:
         if name not in env:
             continue
@@ -777,9 +777,9 @@ def _comm_problems(env):
             text = text[1:] if text.startswith("^") else text
             text = text[1:] if text.startswith("=") else text
         elif text[:1] in ("^", "="):
+            library = "Gloo" if name.startswith("GLOO") else "TensorPipe"
             problems.append((name, "%s = %s: %s takes interface names only (eth0, or eth0,eth1), not NCCL's '^' "
-                             "(exclude) or '=' (exact); write the name." % (_var(source, name), _show(value),
-                                                                           "Gloo" if name.startswith("GLOO") else "TensorPipe")))
+                             "(exclude) or '=' (exact); write the name." % (_var(source, name), _show(value), library)))
             continue
         names = text.split(",")
         if not all(_IFNAME_RE.fullmatch(item) and item not in (".", "..") for item in names):
@@ -804,8 +804,9 @@ def _comm_envs(spec, members):
                 continue
             for key, item in mapping.items():
                 text = _comm_value(item)
-                if isinstance(key, str) and text is not None and (key.startswith(("HCCL_", "NCCL_")) or key in
-                                                                    COMM_OWN_ADDRESS + COMM_IFNAME_PLAIN):
+                collective = isinstance(key, str) and (key.startswith(("HCCL_", "NCCL_")) or
+                                                       key in COMM_OWN_ADDRESS + COMM_IFNAME_PLAIN)
+                if collective and text is not None:
                     merged[key] = (source, text)
         envs[host] = merged
     return envs

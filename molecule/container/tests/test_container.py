@@ -419,7 +419,7 @@ def test_readiness_asks_each_rank_so_a_hung_headless_rank_fails_it(nodes, url, k
         worker.check_output("kill -STOP %d" % core)
         try:
             held = pool.submit(answers, url, key, 1, 240)
-            time.sleep(1)
+            time.sleep(3)  # the API server has taken the held request before the probe starts
             secrets = tmp_path / "probe.json"
             secrets.write_text(json.dumps({"probe_key": key}))
             secrets.chmod(0o600)

@@ -265,7 +265,7 @@ def check(config, state, runner=run, opener=urllib.request.urlopen, now=time.tim
 
 def ended(config, runner, now, monotonic, instance):
     """After a failed check, how the run that was asked ended ('stopped', 'started again'), or '' when it runs on."""
-    running, again, _, described = engine_state(config, runner, now, monotonic)
+    running, again, _age, described = engine_state(config, runner, now, monotonic)
     if not running:
         return "stopped (%s)" % described
     return "" if again == instance else "started again"
