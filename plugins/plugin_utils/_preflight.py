@@ -161,6 +161,61 @@ def _check_interface(host, node, settings):
         host.check("interface", True, "%s %s" % (shown, iface.get("address")))
 
 
+# The collective libraries' interface variables, as prepare_env_extra and serve_environment may set them
+# (the env file's own are the resolved interface). NCCL's and HCCL's take '^' (exclude), '=' (exact) and
+# prefixes; Gloo's and TensorPipe's names only (the validator refused anything else before any host).
+COMM_INTERFACE_SOURCES = ("prepare_env_extra", "serve_environment")
+COMM_INTERFACE_PATTERNS = ("NCCL_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME")
+COMM_INTERFACE_NAMES = ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
+
+
+def _matching_interfaces(name, value, available):
+    """The node's interfaces the variable selects ([] when none), and the names it lists that are missing."""
+    text = value
+    if name in COMM_INTERFACE_PATTERNS:
+        exclude = text.startswith("^")
+        text = text[1:] if exclude else text
+        exact = text.startswith("=")
+        text = text[1:] if exact else text
+        items = [item for item in text.split(",") if item]
+
+        def listed(interface):
+            return any(interface == item if exact else interface.startswith(item) for item in items)
+
+        return [i for i in available if listed(i) != exclude], []
+    items = [item for item in text.split(",") if item]
+    missing = [item for item in items if item not in available]
+    return ([] if missing else items), missing
+
+
+def _check_comm_interfaces(host, node):
+    """Each interface a collective library is told to use exists on this node (one check per variable set)."""
+    maps = node.get("comm_env") or {}
+    available = list(((node.get("facts") or {}).get("interface") or {}).get("available") or [])
+    chosen = {}
+    for source in COMM_INTERFACE_SOURCES:
+        for name, value in (maps.get(source) or {}).items():
+            if name in COMM_INTERFACE_PATTERNS + COMM_INTERFACE_NAMES and isinstance(value, str):
+                chosen[name] = (source, value)
+    for name in sorted(chosen):
+        source, value = chosen[name]
+        matched, missing = _matching_interfaces(name, value, available)
+        where = "%s.%s = '%s'" % (source, name, value)
+        has = ", ".join(available) or "none but lo"
+        if matched:
+            host.check("collective interface", True, "%s selects %s" % (where, ", ".join(matched)))
+        elif missing:
+            host.check("collective interface", False, "%s names %s, which this node does not have (it has %s)"
+                       % (where, ", ".join(missing), has),
+                       "set %s for %s to its interface on the cluster network (host_vars when names differ), or "
+                       "leave it unset: the env file sets the resolved interface" % (name, host.name))
+        else:
+            host.check("collective interface", False, "%s selects none of this node's interfaces (it has %s)"
+                       % (where, has),
+                       "set %s for %s so that it selects the interface on the cluster network, or leave it unset"
+                       % (name, host.name))
+
+
 def _check_ports(host, node, settings):
     prefix = settings.get("managed_unit_prefix", "llm-cluster-")
     names = {int(v): k for k, v in (settings.get("ports") or {}).items()}
@@ -227,7 +282,8 @@ def evaluate(nodes, settings):
     """Return {ok, failures, hosts: {name: {checks, failures, summary}}} for the probed ``nodes``.
 
     Each node: {host, is_head, accelerators (accelerator_facts), facts (preflight_info),
-    probe (tcp_probe result or None)}.
+    probe (tcp_probe result or None), comm_env ({prepare_env_extra, serve_environment}: their
+    collective interface variables only)}.
     """
     if not nodes:
         return {"ok": False, "failures": ["no hosts were probed"], "hosts": {}}
@@ -241,6 +297,7 @@ def evaluate(nodes, settings):
         _check_accelerators(host, node, kind, count, settings)
         _check_resources(host, node, model_size, settings)
         _check_interface(host, node, settings)
+        _check_comm_interfaces(host, node)
         _check_ports(host, node, settings)
         _check_reachability(host, node, settings)
         _check_clock(host, node, worst, settings)

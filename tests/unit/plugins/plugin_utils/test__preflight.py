@@ -233,3 +233,46 @@ def test_firewall_gaps_name_each_node_without_the_firewall_the_mode_needs(mode, 
     if mode == "auto":
         assert gaps[0].startswith("a: no firewall: firewalld is not running and there is no nft command")
         assert "set llm_cluster_firewall: none" in gaps[0]
+
+
+@pytest.mark.parametrize("source, name, value, selects", [
+    ("prepare_env_extra", "GLOO_SOCKET_IFNAME", "enp67s0f0np0", "enp67s0f0np0"),
+    ("serve_environment", "NCCL_SOCKET_IFNAME", "^lo,docker", "enp67s0f0np0, ib0"),
+    ("prepare_env_extra", "NCCL_SOCKET_IFNAME", "enp", "enp67s0f0np0"),
+    ("prepare_env_extra", "HCCL_SOCKET_IFNAME", "=ib0", "ib0"),
+    ("prepare_env_extra", "HCCL_SOCKET_IFNAME", "^=ib0", "docker0, enp67s0f0np0"),
+])
+def test_a_collective_interface_that_selects_one_of_the_node_s_passes(nodes, source, name, value, selects):
+    for node in nodes:
+        node["facts"]["interface"]["available"] = ["docker0", "enp67s0f0np0", "ib0"]
+        node["comm_env"] = {source: {name: value}}
+    report = evaluate(nodes, SETTINGS)
+    assert report["failures"] == [], report["failures"]
+    [check] = [c for c in report["hosts"]["worker1"]["checks"] if c["check"] == "collective interface"]
+    assert check["detail"] == "%s.%s = '%s' selects %s" % (source, name, value, selects)
+
+
+def test_a_collective_interface_a_node_lacks_is_named_with_the_node_s_own(nodes):
+    # llm_solution needs one interface name on every node; here worker2's NIC has another name.
+    for node in nodes:
+        node["facts"]["interface"]["available"] = ["enp67s0f0np0"]
+        node["comm_env"] = {"prepare_env_extra": {"GLOO_SOCKET_IFNAME": "enp67s0f0np0", "NCCL_SOCKET_IFNAME": "enp67"},
+                            "serve_environment": {}}
+    nodes[2]["facts"]["interface"]["available"] = ["enp1s0f0"]
+    assert failures(nodes) == [
+        "worker2: prepare_env_extra.GLOO_SOCKET_IFNAME = 'enp67s0f0np0' names enp67s0f0np0, which this node does not "
+        "have (it has enp1s0f0); set GLOO_SOCKET_IFNAME for worker2 to its interface on the cluster network (host_vars "
+        "when names differ), or leave it unset: the env file sets the resolved interface",
+        "worker2: prepare_env_extra.NCCL_SOCKET_IFNAME = 'enp67' selects none of this node's interfaces (it has "
+        "enp1s0f0); set NCCL_SOCKET_IFNAME for worker2 so that it selects the interface on the cluster network, or "
+        "leave it unset"]
+
+
+def test_the_engine_s_map_wins_and_nothing_is_checked_when_nothing_is_set(nodes):
+    for node in nodes:
+        node["comm_env"] = {"prepare_env_extra": {"TP_SOCKET_IFNAME": "eth9"}, "serve_environment": {"TP_SOCKET_IFNAME": "eth0"}}
+    assert failures(nodes) == []
+    for node in nodes:
+        node["comm_env"] = {"prepare_env_extra": {}, "serve_environment": {}}
+    report = evaluate(nodes, SETTINGS)
+    assert not [c for c in report["hosts"]["master1"]["checks"] if c["check"] == "collective interface"]
