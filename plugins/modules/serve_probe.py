@@ -27,7 +27,8 @@ description:
   - 5) with O(chat), sends the same as one C(POST /v1/chat/completions) with a single user message;
   - 6) with O(dp_ranks) of 2 or more, sends the completion again to each data-parallel rank by vLLM's
     C(X-data-parallel-rank) header; a plain completion goes to whichever rank the API server picks, so a rank that
-    hangs or died after the API server came up passes steps 1 to 5 and fails here, named by its number;
+    hangs or died after the API server came up passes steps 1 to 5 and fails here, named by its number. The ranks
+    are asked at once (up to 32 at a time), so hung ranks cost one O(request_timeout) together, not one each;
   - 7) with O(api_key) and O(check_auth), proves that every route needs the key. First C(GET) of a path no engine
     serves, without the key, must answer 401 (a default-deny key guard is in front of every route; otherwise the
     step fails before any other route is sent a request without the key). Then every operation that
@@ -192,7 +193,8 @@ chat:
 ranks:
   description:
     - One completion per data-parallel rank (step 6), as RV(completion) with its C(rank); empty with O(dp_ranks)
-      below 2 or before that step. The failing rank is the last one listed.
+      below 2 or before that step. Every rank is asked at once and listed, in rank order; a failed one has the
+      C(status) it got, or null when nothing answered.
   returned: always
   type: list
   elements: dict
@@ -239,6 +241,7 @@ failed_step:
   sample: completion
 """
 
+import concurrent.futures
 import http.client
 import json
 import os
@@ -266,6 +269,8 @@ QUICK_TIMEOUT = 10
 BODY_CHARS = 300
 MASK = "********"
 USER_AGENT = "aihost.llm_cluster-serve_probe"
+# Ranks asked at the same time (step 6); a larger data-parallel size is asked in waves of this many.
+RANK_WORKERS = 32
 
 
 class NoAnswer(Exception):
@@ -596,6 +601,24 @@ class Probe:
                                       "checked): %s" % (len(findings), sent, len(ops), "; ".join(findings)))
 
 
+def ask_ranks(probe, params, payload, result):
+    """Send the completion to every data-parallel rank at once (step 6), listing each in ``result['ranks']``; raise
+    ProbeFailed naming each rank that failed. At once: a hung rank costs one request timeout, however many there are."""
+    result["ranks"] = [{"rank": rank} for rank in range(params["dp_ranks"])]
+
+    def ask(record):
+        try:
+            probe.generate("rank", "/v1/completions", payload, params["request_timeout"], record, rank=record["rank"])
+        except ProbeFailed as exc:
+            return exc.detail
+        return None
+
+    with concurrent.futures.ThreadPoolExecutor(min(len(result["ranks"]), RANK_WORKERS)) as pool:
+        failed = [detail for detail in pool.map(ask, result["ranks"]) if detail is not None]
+    if failed:
+        raise ProbeFailed("rank", "; ".join(failed))
+
+
 def run_probe(params, result, run_command=None):
     """Run every step, filling ``result``; raise ProbeFailed at the first failing one."""
     watch = None
@@ -620,11 +643,8 @@ def run_probe(params, result, run_command=None):
         result["chat"] = {}
         probe.generate("chat", "/v1/chat/completions", dict(common, messages=[{"role": "user", "content": params["prompt"]}]),
                        params["request_timeout"], result["chat"])
-    for rank in range(params["dp_ranks"]) if params["dp_ranks"] > 1 else ():
-        record = {"rank": rank}
-        result["ranks"].append(record)
-        probe.generate("rank", "/v1/completions", dict(common, prompt=params["prompt"]), params["request_timeout"], record,
-                       rank=rank)
+    if params["dp_ranks"] > 1:
+        ask_ranks(probe, params, dict(common, prompt=params["prompt"]), result)
     if params["api_key"] and params["check_auth"]:
         probe.check_auth(params["request_timeout"], result)
     result["ready"] = True

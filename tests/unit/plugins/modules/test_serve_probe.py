@@ -65,6 +65,7 @@ class FakeVllm:
         self.echo_auth_in_error = False  # put the Authorization header in error bodies (must be masked)
         self.hung_ranks = set()         # data-parallel ranks whose requests get no answer within the timeout
         self.ranks_asked = []           # X-data-parallel-rank of each completion (None without the header)
+        self.hung_arrivals = []         # when each request to a hung rank arrived (time.monotonic)
         self.health_polls = 0
         self.requests = []
         self.lock = threading.Lock()
@@ -160,6 +161,8 @@ def make_handler(state):
             if state.completion_delay:
                 time.sleep(state.completion_delay)
             if rank is not None and int(rank) in state.hung_ranks:
+                with state.lock:
+                    state.hung_arrivals.append(time.monotonic())
                 time.sleep(1.5)
             status = state.chat_status if self.path == "/v1/chat/completions" else state.completion_status
             if status != 200:
@@ -247,7 +250,7 @@ def test_requests_carry_the_key_and_the_documented_payloads(fake):
 def test_every_data_parallel_rank_is_asked_by_name_after_the_plain_completion(fake):
     result = probe(fake.url, dp_ranks=3)
     assert not result.get("failed"), result
-    assert fake.ranks_asked == [None, "0", "1", "2"]
+    assert fake.ranks_asked[0] is None and sorted(fake.ranks_asked[1:]) == ["0", "1", "2"]
     assert [(r["rank"], r["status"], r["completion_tokens"], r["finish_reason"]) for r in result["ranks"]] == [
         (0, 200, 8, "length"), (1, 200, 8, "length"), (2, 200, 8, "length")]
 
@@ -270,6 +273,19 @@ def test_a_hung_rank_behind_a_serving_endpoint_fails_the_rank_step_by_number(fak
     # The auth walk comes after: it is not reached.
     assert result["auth_enforced"] is None
     assert_no_key(result)
+
+
+def test_the_ranks_are_asked_at_once_and_every_hung_one_is_named(fake):
+    # Sequentially, the second hung rank would be asked only once the first had timed out (1 s): at once, both
+    # requests arrive well within the first one's timeout.
+    fake.hung_ranks = {1, 3}
+    result = probe(fake.url, dp_ranks=4, request_timeout=1)
+    assert result["failed_step"] == "rank", result
+    assert "POST /v1/completions to rank 1 got no answer" in result["msg"], result["msg"]
+    assert "POST /v1/completions to rank 3 got no answer" in result["msg"], result["msg"]
+    assert [(r["rank"], r["status"]) for r in result["ranks"]] == [(0, 200), (1, None), (2, 200), (3, None)]
+    first, second = sorted(fake.hung_arrivals)
+    assert second - first < 0.5, fake.hung_arrivals
 
 
 def test_openai_base_url_with_v1_and_slash_is_accepted(fake):
