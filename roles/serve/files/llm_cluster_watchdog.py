@@ -222,6 +222,11 @@ def check(config, state, runner=run, opener=urllib.request.urlopen, now=time.tim
         state = dict(state)
         state.update(checked_at=at, result="paused", failures=0,
                      detail="a deploy holds the engine (%s), %ds left" % (config["pause_file"], left))
+        if config.get("mode") == "follower" and healthy(config, opener)[0]:
+            # Seen serving while held: every rank has joined the API node's engine, this one included, so once
+            # that engine goes away this one belongs to it. Without this, a node restarted just before a pause
+            # kept "waiting" for good (it had never seen the API node healthy since).
+            state["last_ok_at"] = at
         return state
     running, instance, age, described = engine_state(config, runner, now, monotonic)
     state = dict(state)

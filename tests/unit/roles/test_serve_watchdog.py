@@ -326,13 +326,33 @@ def test_a_deploy_s_pause_holds_both_modes_and_runs_out_by_itself(server, tmp_pa
         state = step(conf, {"last_ok_at": 1.0, "failures": 5}, runner, mtime + 10, 2000.0)
         assert state["result"] == "paused" and state["failures"] == 0
         assert state["detail"] == "a deploy holds the engine (%s), 590s left" % pause
-    assert Engine.seen == [] and runner.calls == []
+    # Nothing sent to the engine; the follower only read the API node's open /health (503: nothing recorded).
+    assert Engine.seen == [{"path": "/health", "auth": None}] and runner.calls == []
+    assert state["last_ok_at"] == 1.0
     # 600 s after the file's time the pause is over: a run that died midway leaves the engine watched.
     state = step(config(server, failures=1, pause_file=str(pause)), {}, runner, mtime + 601, 2000.0)
     assert state["result"] == "restarted"
     pause.write_text("not a number")
     assert watchdog.paused({"pause_file": str(pause)}, mtime) == 0
     assert watchdog.paused({"pause_file": str(tmp_path / "absent")}, mtime) == 0
+
+
+def test_a_follower_that_sees_the_api_node_serve_while_held_counts_it_as_seen(server, tmp_path):
+    # Its engine restarted (and joined the new API engine) just before a pause; the API node served during the
+    # pause; then the API node's engine went away. Its rank belongs to that engine: restart it.
+    pause = tmp_path / "watchdog.pause"
+    pause.write_text("600\n")
+    mtime = pause.stat().st_mtime
+    conf = follower(server, failures=2, pause_file=str(pause))
+    runner = Runner(running("e1", entered_s=1950.0))
+    Engine.health = 200
+    state = step(conf, {"last_ok_at": mtime - 100}, runner, mtime + 10, 2000.0)
+    assert state["result"] == "paused" and state["last_ok_at"] == mtime + 10 and runner.restarts == []
+    pause.unlink()
+    Engine.health = 503
+    for at in (mtime + 40, mtime + 70):
+        state = step(conf, state, runner, at, at - mtime + 1990.0)
+    assert len(runner.restarts) == 1 and state["result"] == "restarted", state
 
 
 @pytest.mark.parametrize("content, message", [
