@@ -7,6 +7,7 @@ again without Ansible, a deploy changes nothing, a restore puts the kernel's mas
 from __future__ import annotations
 
 import json
+import os
 import threading
 
 import pytest
@@ -74,7 +75,15 @@ def test_a_record_of_an_earlier_boot_is_replaced(script, root, tmp_path):
 def test_a_workqueue_that_appears_late_is_waited_for(script, root, tmp_path):
     late = path(root, 1)
     late.unlink()
-    timer = threading.Timer(1.0, lambda: late.write_text(ALL_192 + "\n"))
+    staged = late.with_name(late.name + ".new")
+
+    def appear():
+        # At once, as sysfs shows a driver's file: a write_text would let the script see it empty, bind it, and then
+        # have the rest of this write land over the script's mask.
+        staged.write_text(ALL_192 + "\n")
+        os.replace(staged, late)
+
+    timer = threading.Timer(1.0, appear)
     timer.start()
     try:
         assert script.bind(config(root, tmp_path, [(1, CPU23_192)], wait=30)) == []
