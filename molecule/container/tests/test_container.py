@@ -408,18 +408,24 @@ def test_the_watchdog_runs_on_both_nodes_and_sees_the_engine_serve(nodes):
     assert json.loads(nodes["ct-master1"].file("/etc/llm_cluster/watchdog.json").content_string)["ranks"] == 2
 
 
+# Requests held on the hung rank before the probe (see below).
+HELD = 4
+
+
 def test_readiness_asks_each_rank_so_a_hung_headless_rank_fails_it(nodes, url, key, tmp_path):
     """The probe a deploy and status run: /health, the models and a plain completion all pass while the
     headless node's rank hangs; the completion it then sends to each rank by number fails on rank 1 and
-    names it. (vLLM 0.32.0's balancer sends a plain request to the engine with the fewest of its requests in
-    flight, rotating ties: a request already held by the hung rank 1 sends the probe's plain one to rank 0.)"""
+    names it. (vLLM 0.32.0's balancer scores each engine by the greater of its own requests in flight and the
+    coordinator's last count of waiting and running ones, and rotates ties: requests held by the hung rank 1 send
+    the probe's plain one to rank 0. One held request was not enough: a count of 1 on rank 0 left from an earlier
+    request made a tie, and the plain completion went to rank 1 in one CI run of six; four are held.)"""
     worker = nodes["ct-worker1"]
-    with watchdogs_paused(nodes), ThreadPoolExecutor(1) as pool:
+    with watchdogs_paused(nodes), ThreadPoolExecutor(HELD) as pool:
         core = int(worker.check_output("pgrep -f '^VLLM::EngineCore_DP1'").split()[0])
         worker.check_output("kill -STOP %d" % core)
         try:
-            held = pool.submit(answers, url, key, 1, 240)
-            time.sleep(3)  # the API server has taken the held request before the probe starts
+            held = [pool.submit(answers, url, key, 1, 240) for _ in range(HELD)]
+            time.sleep(3)  # the API server has taken the held requests before the probe starts
             secrets = tmp_path / "probe.json"
             secrets.write_text(json.dumps({"probe_key": key}))
             secrets.chmod(0o600)
@@ -431,8 +437,8 @@ def test_readiness_asks_each_rank_so_a_hung_headless_rank_fails_it(nodes, url, k
                                  check=False)
         finally:
             worker.check_output("kill -CONT %d" % core)
-        # The held request is served once the core runs on.
-        assert held.result() == 200
+        # The held requests are served once the core runs on.
+        assert [future.result() for future in held] == [200] * HELD
     assert run.returncode != 0, run.stdout[-3000:]
     result = json.loads(run.stdout.split(" => ", 1)[1])
     assert result["failed_step"] == "rank", result.get("msg")
