@@ -417,8 +417,8 @@ def test_readiness_asks_each_rank_so_a_hung_headless_rank_fails_it(nodes, url, k
     headless node's rank hangs; the completion it then sends to each rank by number fails on rank 1 and
     names it. (vLLM 0.32.0's balancer scores each engine by the greater of its own requests in flight and the
     coordinator's last count of waiting and running ones, and rotates ties: requests held by the hung rank 1 send
-    the probe's plain one to rank 0. One held request was not enough: a count of 1 on rank 0 left from an earlier
-    request made a tie, and the plain completion went to rank 1 in one fresh-clone CI run; four are held.)"""
+    the probe's plain one to rank 0. One held request was not always enough: the plain completion went to rank 1
+    in one fresh-clone CI run (a count of 1 left on rank 0 would tie with it); four are held.)"""
     worker = nodes["ct-worker1"]
     with watchdogs_paused(nodes), ThreadPoolExecutor(HELD) as pool:
         core = int(worker.check_output("pgrep -f '^VLLM::EngineCore_DP1'").split()[0])
