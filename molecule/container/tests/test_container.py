@@ -424,7 +424,7 @@ def test_readiness_asks_each_rank_so_a_hung_headless_rank_fails_it(nodes, url, k
         core = int(worker.check_output("pgrep -f '^VLLM::EngineCore_DP1'").split()[0])
         worker.check_output("kill -STOP %d" % core)
         try:
-            held = [pool.submit(answers, url, key, 1, 240) for _ in range(HELD)]
+            held = [pool.submit(answers, url, key, 1, 240) for _request in range(HELD)]
             time.sleep(3)  # the API server has taken the held requests before the probe starts
             secrets = tmp_path / "probe.json"
             secrets.write_text(json.dumps({"probe_key": key}))
