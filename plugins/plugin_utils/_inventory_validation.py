@@ -708,6 +708,18 @@ COMM_IFNAME_LISTS = ("NCCL_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME")
 COMM_IFNAME_PLAIN = ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
 
 
+def ifname_pattern(name, value):
+    """(exclude, exact, items) of an interface variable: NCCL's and HCCL's take a leading '^' (exclude) and '='
+    (exact), Gloo's and TensorPipe's names only (both flags False). Shared with the preflight's match."""
+    exclude = exact = False
+    if name in COMM_IFNAME_LISTS:
+        exclude = value.startswith("^")
+        value = value[1:] if exclude else value
+        exact = value.startswith("=")
+        value = value[1:] if exact else value
+    return exclude, exact, value.split(",")
+
+
 def _ip_address(value):
     """The IP address in its compressed form, or None when value is not one."""
     try:
@@ -731,7 +743,7 @@ def _comm_value(value):
 
 
 def _comm_problems(env):
-    """The problems of one node's merged collective variables: [(variable, message)]."""
+    """The problems of one node's merged collective variables, one message each."""
     problems = []
     numbers = {}
     for name, low, high, rule in COMM_NUMBERS:
@@ -740,58 +752,55 @@ def _comm_problems(env):
         source, value = env[name]
         number = _as_int(value.strip()) if isinstance(value, str) else None
         if number is None or not low <= number <= high:
-            problems.append((name, "%s = %s must be a whole number from %d to %d: %s." % (
-                _var(source, name), _show(value), low, high, rule)))
+            problems.append("%s = %s must be a whole number from %d to %d: %s." % (
+                _var(source, name), _show(value), low, high, rule))
         else:
             numbers[name] = number
     if "HCCL_RDMA_TC" in numbers and numbers["HCCL_RDMA_TC"] % 4:
         source, value = env["HCCL_RDMA_TC"]
-        problems.append(("HCCL_RDMA_TC", "%s = %s is not a multiple of 4: it is the DSCP value times 4 (DSCP 33 is "
-                         "132), as the NICs' QoS (hccn_tool -i N -dscp_to_tc -g) shows." % (_var(source, "HCCL_RDMA_TC"), _show(value))))
+        problems.append("%s = %s is not a multiple of 4: it is the DSCP value times 4 (DSCP 33 is "
+                        "132), as the NICs' QoS (hccn_tool -i N -dscp_to_tc -g) shows." % (_var(source, "HCCL_RDMA_TC"), _show(value)))
     deterministic = env.get("HCCL_DETERMINISTIC")
     if deterministic and deterministic[1] not in ("true", "false"):
-        problems.append(("HCCL_DETERMINISTIC", "%s = %s must be true or false (lower case)."
-                         % (_var(deterministic[0], "HCCL_DETERMINISTIC"), _show(deterministic[1]))))
+        problems.append("%s = %s must be true or false (lower case)."
+                        % (_var(deterministic[0], "HCCL_DETERMINISTIC"), _show(deterministic[1])))
     mode = env.get("HCCL_OP_EXPANSION_MODE")
     if mode and mode[1] == "AIV":
         if deterministic and deterministic[1] == "true":
-            problems.append(("HCCL_OP_EXPANSION_MODE", "%s = 'AIV' with %s = 'true': HCCL ignores AIV in deterministic "
-                             "mode; drop one of them." % (_var(mode[0], "HCCL_OP_EXPANSION_MODE"),
-                                                          _var(deterministic[0], "HCCL_DETERMINISTIC"))))
+            problems.append("%s = 'AIV' with %s = 'true': HCCL ignores AIV in deterministic "
+                            "mode; drop one of them." % (_var(mode[0], "HCCL_OP_EXPANSION_MODE"),
+                                                         _var(deterministic[0], "HCCL_DETERMINISTIC")))
         elif numbers.get("HCCL_EXEC_TIMEOUT", 0) > AIV_EXEC_TIMEOUT_CAP:
-            problems.append(("HCCL_EXEC_TIMEOUT", "%s = %s has no effect with %s = 'AIV': that mode caps it at %d s; "
-                             "set at most %d, or set another HCCL_OP_EXPANSION_MODE." % (
-                                 _var(env["HCCL_EXEC_TIMEOUT"][0], "HCCL_EXEC_TIMEOUT"), _show(env["HCCL_EXEC_TIMEOUT"][1]),
-                                 _var(mode[0], "HCCL_OP_EXPANSION_MODE"), AIV_EXEC_TIMEOUT_CAP, AIV_EXEC_TIMEOUT_CAP)))
+            problems.append("%s = %s has no effect with %s = 'AIV': that mode caps it at %d s; "
+                            "set at most %d, or set another HCCL_OP_EXPANSION_MODE." % (
+                                _var(env["HCCL_EXEC_TIMEOUT"][0], "HCCL_EXEC_TIMEOUT"), _show(env["HCCL_EXEC_TIMEOUT"][1]),
+                                _var(mode[0], "HCCL_OP_EXPANSION_MODE"), AIV_EXEC_TIMEOUT_CAP, AIV_EXEC_TIMEOUT_CAP))
     for name in COMM_OWN_ADDRESS:
         if name in env and _ip_address(env[name][1]) is None:
             shown = (_var(env[name][0], name), _show(env[name][1]))
-            problems.append((name, "%s = %s is not an IP address: it is this node's own address on the cluster "
-                             "network; leave it unset and the env file sets each node's." % shown))
+            problems.append("%s = %s is not an IP address: it is this node's own address on the cluster "
+                            "network; leave it unset and the env file sets each node's." % shown)
     for name in COMM_IFNAME_LISTS + COMM_IFNAME_PLAIN:
         if name not in env:
             continue
         source, value = env[name]
-        text = value
-        if name in COMM_IFNAME_LISTS:
-            text = text[1:] if text.startswith("^") else text
-            text = text[1:] if text.startswith("=") else text
-        elif text[:1] in ("^", "="):
+        if name in COMM_IFNAME_PLAIN and value[:1] in ("^", "="):
             library = "Gloo" if name.startswith("GLOO") else "TensorPipe"
-            problems.append((name, "%s = %s: %s takes interface names only (eth0, or eth0,eth1), not NCCL's '^' "
-                             "(exclude) or '=' (exact); write the name." % (_var(source, name), _show(value), library)))
+            problems.append("%s = %s: %s takes interface names only (eth0, or eth0,eth1), not NCCL's '^' "
+                            "(exclude) or '=' (exact); write the name." % (_var(source, name), _show(value), library))
             continue
-        names = text.split(",")
+        names = ifname_pattern(name, value)[2]
         if not all(_IFNAME_RE.fullmatch(item) and item not in (".", "..") for item in names):
-            problems.append((name, "%s = %s is not a list of interface names (1-15 characters each, separated by "
-                             "','%s); use the names 'ip -br link' shows." % (
-                                 _var(source, name), _show(value), ", after an optional '^' and '='" if name in COMM_IFNAME_LISTS
-                                 else "")))
+            problems.append("%s = %s is not a list of interface names (1-15 characters each, separated by "
+                            "','%s); use the names 'ip -br link' shows." % (
+                                _var(source, name), _show(value), ", after an optional '^' and '='" if name in COMM_IFNAME_LISTS
+                                else ""))
     return problems
 
 
 def _comm_envs(spec, members):
-    """{host: {NAME: (source, value)}} of the members' collective variables, and the type errors."""
+    """{host: {NAME: (source, value)}} of the members' collective variables (maps of another type are skipped: the
+    environment-map check names them)."""
     given = _dict(spec, "comm_env")
     envs = {}
     for host in members:
@@ -821,15 +830,16 @@ def _check_comm_env(spec, members, errors):
     envs = _comm_envs(spec, members)
     found = {}
     for host in members:
-        for _name, message in _comm_problems(envs.get(host, {})):
+        for message in _comm_problems(envs.get(host, {})):
             found.setdefault(message, []).append(host)
     for message, hosts in found.items():
         errors.append("%s (%s)" % (message[:-1], _where(hosts, members)) + ".")
     for name in COMM_OWN_ADDRESS:
         by_value = {}
         for host in members:
-            if name in envs.get(host, {}) and _ip_address(envs[host][name][1]) is not None:
-                by_value.setdefault(_ip_address(envs[host][name][1]), []).append(host)
+            address = _ip_address(envs.get(host, {}).get(name, (None, ""))[1])
+            if address is not None:
+                by_value.setdefault(address, []).append(host)
         for value, hosts in sorted(by_value.items()):
             if len(hosts) > 1:
                 errors.append("%s = %s is set for %s: it is one node's own address, so HCCL or vLLM on the others "

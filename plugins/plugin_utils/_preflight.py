@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._ascend_versions import compare_ascend_versions as compare_versions
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._procnet import describe_owners, foreign_owners
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._inventory_validation import ifname_pattern
 
 DEVICE_WORD = {"npu": "NPU", "gpu": "GPU"}
 TOOL = {"npu": "npu-smi", "gpu": "nvidia-smi"}
@@ -171,19 +172,14 @@ COMM_INTERFACE_NAMES = ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
 
 def _matching_interfaces(name, value, available):
     """The node's interfaces the variable selects ([] when none), and the names it lists that are missing."""
-    text = value
+    exclude, exact, items = ifname_pattern(name, value)
+    items = [item for item in items if item]
     if name in COMM_INTERFACE_PATTERNS:
-        exclude = text.startswith("^")
-        text = text[1:] if exclude else text
-        exact = text.startswith("=")
-        text = text[1:] if exact else text
-        items = [item for item in text.split(",") if item]
 
         def listed(interface):
             return any(interface == item if exact else interface.startswith(item) for item in items)
 
         return [i for i in available if listed(i) != exclude], []
-    items = [item for item in text.split(",") if item]
     missing = [item for item in items if item not in available]
     return ([] if missing else items), missing
 
