@@ -224,6 +224,7 @@ class ActionModule(ActionBase):
         spec["interfaces"] = {}
         spec["addresses"] = {}
         spec["comm_env"] = {}
+        spec["tuning"] = {}
         for host in members:
             try:
                 host_vars = hostvars.get(host) or {}
@@ -233,6 +234,9 @@ class ActionModule(ActionBase):
                 # are checked per node and across the nodes.
                 spec["comm_env"][host] = {name: self._template(host_vars.get(name, {}))
                                           for name in validation.COMM_SOURCES}
+                # The host tuning's variables the node has (role defaults are not host variables).
+                spec["tuning"][host] = {name: self._template(host_vars.get(name))
+                                        for name in validation.TUNING_VARS if name in host_vars}
             except Exception as exc:  # pylint: disable=broad-except
                 spec["addresses"][host] = "<cannot be read: %s>" % exc
         defaults = role_defaults()

@@ -612,6 +612,63 @@ FETCH_LIMITS = (
 )
 
 
+# The host tuning's variables, read per node (host_vars may differ).
+TUNING_VARS = ("prepare_tuning_profile", "prepare_tuning_sysctl", "prepare_tuning_transparent_hugepage",
+               "prepare_tuning_cpu_governor")
+TUNING_PROFILES = ("auto", "ascend", "nvidia", "cpu", "none")
+TUNING_THP = ("", "keep", "always", "madvise", "never")
+# Kernel parameters another step owns: tuning them too would fight it (and its restore).
+TUNING_OWNED = {
+    "kernel.numa_balancing": "the binding step owns it (affinity_apply's numa_balancing, restored by restore.yml --tags binding)",
+}
+_SYSCTL_NAME = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_-]+)+$")
+_GOVERNOR = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+
+
+def _tuning_problems(given):
+    """Messages for one node's host tuning variables (names, values, choices); [] when they are good."""
+    problems = []
+    profile = given.get("prepare_tuning_profile", "auto")
+    if profile not in TUNING_PROFILES:
+        problems.append("prepare_tuning_profile = %s is not a profile: use one of %s." % (_show(profile), ", ".join(TUNING_PROFILES)))
+    sysctl = given.get("prepare_tuning_sysctl", {})
+    if not isinstance(sysctl, dict):
+        problems.append("prepare_tuning_sysctl = %s must be a mapping of kernel parameters to values, "
+                        "e.g. prepare_tuning_sysctl: {vm.swappiness: 1}." % _show(sysctl))
+        sysctl = {}
+    for name, value in sysctl.items():
+        if not isinstance(name, str) or not _SYSCTL_NAME.match(name):
+            problems.append("prepare_tuning_sysctl: %s is not a kernel parameter name: write it as sysctl does, "
+                            "dotted, such as vm.swappiness (no '/', '..' or spaces)." % _show(name))
+        elif name in TUNING_OWNED:
+            problems.append("prepare_tuning_sysctl: %s is not set by the tuning step: %s; drop it here." % (name, TUNING_OWNED[name]))
+        elif value is not None and (isinstance(value, (bool, dict, list)) or not str(value).strip()
+                                    or any(c in str(value) for c in "\n\r\x00")):
+            problems.append("prepare_tuning_sysctl: %s = %s is not one value: give a number or a word, such as "
+                            "%s: 0, or null to drop the profile's." % (name, _show(value), name))
+    thp = given.get("prepare_tuning_transparent_hugepage", "")
+    if thp not in TUNING_THP:
+        problems.append("prepare_tuning_transparent_hugepage = %s must be always, madvise or never ('' for the profile's, "
+                        "keep for the host's)." % _show(thp))
+    governor = given.get("prepare_tuning_cpu_governor", "")
+    if governor not in ("", "keep") and not (isinstance(governor, str) and _GOVERNOR.match(governor)):
+        problems.append("prepare_tuning_cpu_governor = %s is not a governor name such as performance ('' for the "
+                        "profile's, keep for the host's)." % _show(governor))
+    return problems
+
+
+def _check_tuning(spec, members, errors):
+    """Each node's host tuning variables; a problem several nodes share is one message naming them."""
+    found = {}
+    tuning = _dict(spec, "tuning")
+    for host in members:
+        given = tuning.get(host)
+        for message in _tuning_problems(given if isinstance(given, dict) else {}):
+            found.setdefault(message, []).append(host)
+    for message, hosts in found.items():
+        errors.append("%s (%s)" % (message.rstrip("."), ", ".join(hosts)) + ".")
+
+
 def _whole_numbers(given, limits, errors):
     """{name: number} of the values of ``given`` within their limits; one error for each that is not."""
     values = {}
@@ -908,6 +965,7 @@ def _checks(spec, members, errors, warnings):
          lambda: _check_monitoring(spec, members, errors)),
         ("serve_watchdog_*", lambda: _check_watchdog(spec, errors)),
         ("llm_cluster_fetch_retries, llm_cluster_fetch_delay", lambda: _check_fetch(spec, errors)),
+        (", ".join(TUNING_VARS), lambda: _check_tuning(spec, members, errors)),
         ("passwords", lambda: _check_secrets(spec, warnings)),
         (", ".join(SSH_ARG_VARS), lambda: _check_host_keys(spec, warnings)),
         ("variable names", lambda: _check_unknown_variables(spec, warnings)),
@@ -926,7 +984,7 @@ def verdict(spec):
     backend_env {NAME: value} (the backend_type's engine environment), accounts {var: user}, tls {serve_tls_names, serve_tls_cert_file,
     serve_tls_key_file}, monitoring {standalone, group, hosts, thresholds, engine, monitoring_*_exporter_src},
     watchdog {serve_watchdog, serve_watchdog_interval, _timeout, _failures, _start_grace, _max_restarts, _window},
-    fetch {llm_cluster_fetch_retries, llm_cluster_fetch_delay},
+    fetch {llm_cluster_fetch_retries, llm_cluster_fetch_delay}, tuning {host: {prepare_tuning_* set for it}},
     cleartext_secrets {host: [vars]}, host_key_checking_off {var: {option: [hosts]}},
     variables {scope: [names]}, known_variables [names].
     Never raises: a check that fails on a value reports it as an error.
