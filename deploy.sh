@@ -23,7 +23,10 @@ Subcommands:
   status      report the cluster: accelerators, Ray, engine, binding, and the
               endpoint's models and a timed completion (artifacts/status.json)
   teardown    stop and remove the engine, Ray, the firewall rules and the files deploy wrote (venv and model kept)
-  restore     put back host settings deploy changed (CPU binding, NPU addresses, hccn.conf)
+  restore     put back host settings deploy changed (CPU binding, NPU addresses, hccn.conf,
+              the host tuning)
+  tuning      apply the host tuning profile (sysctl, hugepages, CPU governor), recording
+              the host's values for restore; with --check --diff, show the drift
   bench       run vllm bench serve against the endpoint (artifacts/bench-*.json)
   monitoring  exporters on every node, Prometheus and Alertmanager on the
               monitoring host (or the head), rules, alerts, dashboards and the
@@ -35,7 +38,7 @@ Subcommands:
 Options:
   -i, --inventory PATH   inventory (an llm_solution config.yaml works as is)
   -t, --tags TAGS        only these parts: prepare, npu_network, binding, ray,
-                         model, serve, monitoring (comma separated); status: prepare, ray,
+                         model, serve, monitoring, tuning (comma separated); status: prepare, ray,
                          serve, verify (verify = every report)
       --skip-tags TAGS   skip these parts
   -l, --limit HOSTS      limit to these hosts
@@ -63,7 +66,7 @@ die() {
 
 subcommand="deploy"
 case "${1:-}" in
-  deploy | status | teardown | restore | bench | monitoring | demo | demo-down)
+  deploy | status | teardown | restore | bench | monitoring | tuning | demo | demo-down)
     subcommand="$1"
     shift
     ;;
@@ -130,6 +133,7 @@ case "$subcommand" in
   teardown) playbook="teardown" ;;
   bench) playbook="bench" ;;
   monitoring) playbook="monitoring" ;;
+  tuning) playbook="tuning" ;;
   demo | demo-down)
     [ -z "$inventory" ] || die "'$subcommand' builds its own inventory; drop -i"
     [ ${#passthrough[@]} -eq 0 ] || die "'$subcommand' takes no options"

@@ -77,3 +77,50 @@ def test_after_a_reboot_the_boot_unit_binds_the_workqueues_again(host):
     assert {entry["mask"] for entry in record["devices"].values()} == {ALL_192} and len(record["devices"]) == 8
     journal = host.check_output("journalctl -u llm-cluster-npu-bind.service --no-pager")
     assert journal.count("(was %s)" % ALL_192) >= 8, journal[-2000:]
+
+
+# The host tuning: the Ascend profile (bind1 is the head, so the listen backlog too) on a Linux 6.18 host's
+# sysctl and hugepage files and an intel_pstate host's cpufreq files (tests/fixtures/system).
+TUNED = {"proc/sys/vm/swappiness": "0", "proc/sys/net/core/somaxconn": "65535",
+         "proc/sys/net/ipv4/tcp_max_syn_backlog": "65535"}
+GOVERNORS = ["sys/devices/system/cpu/cpu%d/cpufreq/scaling_governor" % cpu for cpu in range(4)]
+THP = "sys/kernel/mm/transparent_hugepage/enabled"
+
+
+def test_the_host_is_tuned_and_its_own_values_recorded(host):
+    for path, value in TUNED.items():
+        assert host.file("%s/%s" % (FAKES, path)).content_string.strip() == value, path
+    for path in GOVERNORS:
+        assert host.file("%s/%s" % (FAKES, path)).content_string.strip() == "performance", path
+    assert host.file("%s/%s" % (FAKES, THP)).content_string.strip() == "always"
+    # This kernel has no sched_migration_cost_ns (debugfs since 5.13): skipped, not invented.
+    assert not host.file(FAKES + "/proc/sys/kernel/sched_migration_cost_ns").exists
+    state = json.loads(host.file("/var/lib/llm_cluster/host_tuning.json").content_string)
+    originals = {path: entry["value"] for path, entry in state["entries"].items()}
+    assert originals["proc/sys/vm/swappiness"] == "60"
+    assert originals["proc/sys/net/core/somaxconn"] == "4096"
+    assert originals[THP] == "madvise"
+    assert {originals[path] for path in GOVERNORS} == {"powersave"}
+
+
+def test_the_sysctls_are_kept_in_sysctl_d(host):
+    conf = host.file("/etc/sysctl.d/90-llm-cluster-tuning.conf")
+    assert conf.mode == 0o644 and conf.user == "root"
+    lines = [line for line in conf.content_string.splitlines() if line and not line.startswith("#")]
+    assert sorted(lines) == ["net.core.somaxconn = 65535", "net.ipv4.tcp_max_syn_backlog = 65535", "vm.swappiness = 0"]
+    # systemd's own reader takes the file as a sysctl.d drop-in.
+    assert "/etc/sysctl.d/90-llm-cluster-tuning.conf" in host.check_output("/lib/systemd/systemd-sysctl --cat-config")
+
+
+def test_after_a_reboot_the_boot_unit_tunes_the_sysfs_values_again(host):
+    assert host.service("llm-cluster-tuning.service").is_enabled
+    # What a reboot does to sysfs: the kernel's defaults again.
+    host.check_output("echo 'always [madvise] never' > %s/%s" % (FAKES, THP))
+    for path in GOVERNORS:
+        host.check_output("echo powersave > %s/%s" % (FAKES, path))
+    host.check_output("systemctl restart llm-cluster-tuning.service")
+    assert host.file("%s/%s" % (FAKES, THP)).content_string.strip() == "always"
+    for path in GOVERNORS:
+        assert host.file("%s/%s" % (FAKES, path)).content_string.strip() == "performance", path
+    journal = host.check_output("journalctl -u llm-cluster-tuning.service --no-pager")
+    assert "cpu_governor = performance" in journal, journal[-2000:]
