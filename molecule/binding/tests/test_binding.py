@@ -7,6 +7,7 @@ without Ansible (and cleanup.yml's restore then puts back the kernel's masks of 
 from __future__ import annotations
 
 import json
+import subprocess
 
 testinfra_hosts = ["ansible://all"]
 
@@ -112,15 +113,42 @@ def test_the_sysctls_are_kept_in_sysctl_d(host):
     assert "/etc/sysctl.d/90-llm-cluster-tuning.conf" in host.check_output("/lib/systemd/systemd-sysctl --cat-config")
 
 
-def test_after_a_reboot_the_boot_unit_tunes_the_sysfs_values_again(host):
-    assert host.service("llm-cluster-tuning.service").is_enabled
-    # What a reboot does to sysfs: the kernel's defaults again.
+def test_a_container_restart_brings_back_the_masks_and_the_tuning(host):
+    """A reboot as far as a container goes: systemd boots again, /run is empty, and the enabled boot units run.
+
+    sysfs values of the fake tree survive a container restart (it is a directory, not the kernel), so the test
+    first puts them where a reboot leaves them: every mask on all 192 CPUs, the kernel's hugepage mode and
+    governors, a new boot id. The sysctls are systemd-sysctl's at a real boot; a container's /proc/sys is
+    read-only, so only the file that it reads is checked (above).
+    """
+    for device in range(8):
+        host.check_output("echo %s > %s/sys/devices/virtual/workqueue/dev%d_sq_send_wq/cpumask" % (ALL_192, FAKES, device))
     host.check_output("echo 'always [madvise] never' > %s/%s" % (FAKES, THP))
     for path in GOVERNORS:
         host.check_output("echo powersave > %s/%s" % (FAKES, path))
-    host.check_output("systemctl restart llm-cluster-tuning.service")
+    boot_id = host.check_output("cat /proc/sys/kernel/random/uuid")
+    host.check_output("echo %s > %s/proc/sys/kernel/random/boot_id" % (boot_id, FAKES))
+    restarted = subprocess.run(["docker", "restart", "--time", "30", "bind1"], capture_output=True, text=True, timeout=120,
+                               check=False)
+    assert restarted.returncode == 0, restarted.stderr
+    # systemd's bus comes up a moment after the container starts; then wait for the end of the boot.
+    state = host.run("for _ in $(seq 60); do state=$(systemctl is-system-running --wait 2>/dev/null) && break; "
+                     "case $state in running|degraded) break ;; esac; sleep 1; done; echo $state")
+    assert state.stdout.strip() in ("running", "degraded"), state.stdout + state.stderr
+    # /run is a new tmpfs: the record in it is this boot's, written by the unit before it bound anything.
+    record = json.loads(host.file("/run/llm_cluster/npu_bind-boot.json").content_string)
+    assert record["boot_id"] == boot_id
+    assert {entry["mask"] for entry in record["devices"].values()} == {ALL_192}
+    for unit in ("llm-cluster-npu-bind.service", "llm-cluster-tuning.service"):
+        shown = host.check_output("systemctl show %s --property=ActiveState,Result" % unit)
+        assert "ActiveState=active" in shown and "Result=success" in shown, (unit, shown)
+    test_workqueues_follow_llm_solution(host)
     assert host.file("%s/%s" % (FAKES, THP)).content_string.strip() == "always"
     for path in GOVERNORS:
         assert host.file("%s/%s" % (FAKES, path)).content_string.strip() == "performance", path
-    journal = host.check_output("journalctl -u llm-cluster-tuning.service --no-pager")
+    journal = host.check_output("journalctl -b -u llm-cluster-tuning.service --no-pager")
     assert "cpu_governor = performance" in journal, journal[-2000:]
+    # The stand-in engines were transient: start them again for cleanup's affinity checks.
+    host.check_output("systemd-run --unit=llmc-fake-vllm /usr/bin/python3 /var/tmp/llmc/fake_vllm.py launch "
+                      "VLLM::EngineCore_DP0=VLLM::Worker_DP0 VLLM::EngineCore_DP1=VLLM::Worker_DP1")
+    host.check_output("for _ in $(seq 30); do [ \"$(pgrep -c -f '^VLLM::Worker_DP')\" = 2 ] && exit 0; sleep 1; done; exit 1")
