@@ -200,6 +200,28 @@ def parse_netdetect(text):
     raise ValueError("hccn_tool -netdetect -g: no 'netdetect addr(ess):' line in %r" % (text or "")[:200])
 
 
+def parse_pfc(text):
+    """``-pfc -g`` -> the priorities with PFC enabled, sorted (``[4]``; ``[]`` when none is).
+
+    The output is a table of the eight priorities and a 0/1 under each::
+
+        PFC configuration:
+        priority   0 1 2 3 4 5 6 7
+        enabled    0 0 0 0 1 0 0 0
+    """
+    priorities = enabled = None
+    for line in _content(text):
+        words = line.split()
+        if words[0] == "priority":
+            priorities = words[1:]
+        elif words[0] == "enabled":
+            enabled = words[1:]
+    if priorities is None or enabled is None or len(priorities) != len(enabled) \
+            or not all(p.isdigit() for p in priorities) or not all(e in ("0", "1") for e in enabled):
+        raise ValueError("hccn_tool -pfc -g: no 'priority' and 'enabled' rows of the same length in %r" % (text or "")[:200])
+    return sorted(int(p) for p, e in zip(priorities, enabled) if e == "1")
+
+
 def parse_tls(text):
     """``-tls -g`` -> ``{'device', 'switch', 'preconfigured', 'alarm_days'}`` from its first line.
 

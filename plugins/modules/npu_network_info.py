@@ -16,8 +16,8 @@ short_description: Read the RoCE link, health, TLS switch and addresses of Ascen
 version_added: 0.1.0
 description:
   - For every listed NPU, reads with C(hccn_tool) the link status (C(-link -g)), the net health status (C(-net_health -g)),
-    the TLS switch (C(-tls -g)), the address and netmask (C(-ip -g)), the gateway (C(-gateway -g)) and the netdetect
-    address (C(-netdetect -g)).
+    the TLS switch (C(-tls -g)), the address and netmask (C(-ip -g)), the gateway (C(-gateway -g)), the netdetect
+    address (C(-netdetect -g)) and the priorities with PFC enabled (C(-pfc -g)).
   - Pings every address of O(ping) from its device with C(hccn_tool -i N -ping -g address A) and returns one result per
     (device, address).
   - All queries and pings run in parallel threads (O(parallel)). Nothing is changed. A query that fails is reported in
@@ -131,6 +131,17 @@ devices:
       description: Netdetect address, V(null) when none is configured.
       type: str
       sample: 10.10.0.1
+    pfc:
+      description: The priorities with PFC enabled, sorted (V([]) when none is); V(null) when they could not be read.
+      type: list
+      elements: int
+      sample: [4]
+    pfc_error:
+      description:
+        - Why O(devices) C(pfc) could not be read (a port without link answers C(-pfc -g) with exit status 22), else V(null).
+        - Not in RV(devices[].errors): the link check names such a port already, and a driver without C(-pfc) still deploys.
+      type: str
+      sample: null
     errors:
       description: Queries that failed or printed something unexpected, with exit status and message.
       type: list
@@ -209,7 +220,11 @@ QUERIES = (
     ("ip", hccn.parse_ip, "ip"),
     ("gateway", hccn.parse_gateway, "gateway"),
     ("netdetect", hccn.parse_netdetect, None),
+    ("pfc", hccn.parse_pfc, None),
 )
+# Queries whose failure is reported on its own (pfc_error), not as a device error: a port without link
+# answers -pfc -g with exit 22, and the link check names that port already.
+SOFT = ("pfc",)
 
 
 def build_module():
@@ -268,9 +283,12 @@ def rerun_empty(module, commands, outputs):
 def device_entry(index, outputs):
     """Build one device's facts from ``{query: (rc, out, err)}``."""
     entry = {"index": index, "link": None, "net_health": None, "tls": None, "address": None, "netmask": None,
-             "gateway": None, "netdetect": None, "errors": []}
+             "gateway": None, "netdetect": None, "pfc": None, "pfc_error": None, "errors": []}
     for name, parser, setting in QUERIES:
         rc, out, err = outputs[name]
+        if name in SOFT and rc != 0:
+            entry[name + "_error"] = "-%s -g failed (rc=%d): %s" % (name, rc, first_line(err) or first_line(out))
+            continue
         if rc != 0:
             if setting is None or not hccn.not_preset(setting, rc, err):
                 entry["errors"].append("-%s -g failed (rc=%d): %s" % (name, rc, first_line(err) or first_line(out)))
@@ -278,7 +296,10 @@ def device_entry(index, outputs):
         try:
             value = parser(out)
         except ValueError as exc:
-            entry["errors"].append(to_native(exc))
+            if name in SOFT:
+                entry[name + "_error"] = to_native(exc)
+            else:
+                entry["errors"].append(to_native(exc))
             continue
         if name == "tls":
             entry["tls"] = value["switch"]

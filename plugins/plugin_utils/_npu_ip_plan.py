@@ -452,8 +452,10 @@ def evaluate_gate(plan, results, settings=None):
     list of such dicts with a ``host`` key).
     ``settings``: ``enforce_tls`` (bool), ``tls`` (0/1), ``verify_only``
     (differences from the plan are failures; the plan was not applied),
-    ``pending_ok`` (check mode: differences from the plan are expected) and
-    ``max_loss_pct`` (a pair that loses more of its pings fails; default 0).
+    ``pending_ok`` (check mode: differences from the plan are expected),
+    ``max_loss_pct`` (a pair that loses more of its pings fails; default 0), ``qos_check`` (default true:
+    the PFC priorities of the devices agree and include ``rdma_sl``, the HCCL_RDMA_SL the engine gets;
+    empty or None is CANN's default, 4).
 
     Returns ``{'ok', 'failures', 'devices', 'matrix', 'summary', 'pending'}``;
     ``pending`` lists the hosts whose configure step reported changes.
@@ -488,6 +490,8 @@ def evaluate_gate(plan, results, settings=None):
 
     _duplicate_failures(rows, failures)
     _tls_failures(rows, settings, failures)
+    if settings.get("qos_check", True):
+        _pfc_failures(rows, settings, failures)
     pairs_ok = len([row for row in matrix if row["reachable"]])
     summary = {"hosts": len(hosts), "devices": len(rows), "pairs": len(matrix), "reachable": pairs_ok,
                "lossy": len([row for row in matrix if row["lossy"]]), "max_loss_pct": max_loss,
@@ -533,7 +537,8 @@ def _device_row(host, want, entry, settings, failures):
     where = "%s (%s)" % (_where(host, want["index"]), want["address"])
     row = {"host": host, "device": want["index"], "planned": want["address"], "address": entry.get("address"),
            "netmask": entry.get("netmask"), "link": entry.get("link"), "net_health": entry.get("net_health"),
-           "netdetect": entry.get("netdetect"), "tls": entry.get("tls"), "errors": list(entry.get("errors") or [])}
+           "netdetect": entry.get("netdetect"), "tls": entry.get("tls"), "pfc": entry.get("pfc"),
+           "errors": list(entry.get("errors") or [])}
     for error in row["errors"]:
         failures.append("%s: %s" % (where, error))
     if row["link"] is not None and row["link"] != "UP":
@@ -621,6 +626,40 @@ def _tls_failures(rows, settings, failures):
             parts.append("%d on %s" % (value, ", ".join(where)))
         failures.append("the TLS switch differs between devices (HCCL refuses links between them): %s; "
                         "set prepare_npu_network_enforce_tls: true to align them" % "; ".join(parts))
+
+
+def _priorities(values):
+    return "none" if not values else "priority " + ", ".join(str(value) for value in values)
+
+
+def _pfc_failures(rows, settings, failures):
+    """RoCE QoS: the PFC priorities of every device that could be read agree, and include HCCL_RDMA_SL.
+
+    HCCL marks its RDMA traffic with service level ``HCCL_RDMA_SL`` (CANN's default 4), which "must be the same
+    as the PFC priority set for the NIC"; NPUs and switches must agree on PFC (queue 4 recommended). The most
+    common setting is taken as the cluster's; each device that differs is named with its value.
+    """
+    known = [row for row in rows if row.get("pfc") is not None]
+    if not known:
+        return
+    counts = {}
+    for row in known:
+        key = tuple(row["pfc"])
+        counts[key] = counts.get(key, 0) + 1
+    common = sorted(counts.items(), key=lambda item: (-item[1], 4 not in item[0], item[0]))[0][0]
+    for row in known:
+        if tuple(row["pfc"]) != common:
+            failures.append("%s: PFC enabled on %s, the other %d devices on %s: NPUs and switches must agree on the "
+                            "lossless queue (hccn_tool -i %d -pfc -s, then the switch port)" % (
+                                _where(row["host"], row["device"]), _priorities(row["pfc"]), counts[common],
+                                _priorities(common), row["device"]))
+    sl = settings.get("rdma_sl")
+    sl = 4 if sl in (None, "") else int(sl)
+    if common and sl not in common:
+        failures.append("HCCL_RDMA_SL is %d%s but PFC is enabled on %s of the NPUs: HCCL's RDMA traffic would not be "
+                        "lossless; set HCCL_RDMA_SL to the PFC priority (prepare_env_extra) or enable PFC on %d"
+                        % (sl, " (CANN's default)" if settings.get("rdma_sl") in (None, "") else "",
+                           _priorities(common), sl))
 
 
 def _unique(items):

@@ -49,6 +49,7 @@ HELP = fl.lines(
     "  -netdetect -g | -netdetect -s address <ip>",
     "  -tls -g | -tls -s enable 0|1 [host]",
     "  -net_health -g",
+    "  -pfc -g",
     "  -ping -g address <ip> [pkt <len>]",
     "  -lldp -g",
     "  -optical -g",
@@ -301,6 +302,17 @@ def cmd_tls(node: Node, dev: int, op: str, params: list[str]) -> fl.Exit:
     return fl.Exit(0, out=SUCCESS)
 
 
+def cmd_pfc(node: Node, dev: int, op: str, params: list[str]) -> fl.Exit:
+    """``-pfc -g`` as CANN's hixl troubleshooting guide prints it (tests/fixtures/vendor/hccn-pfc-g-hixl-doc.txt);
+    the enabled priorities come from the ``pfc`` knob (default: 4, the guide's recommendation). A port
+    without link answers as a public report shows: "Link status is down", exit 22."""
+    if node.link(dev) != "UP":
+        raise err(DSMI_LINK_IS_DOWN_ERR, "Execute failed: Link status is down.")
+    enabled = {int(priority) for priority in node.state.knob("pfc", dev, [4])}
+    row = " ".join("1" if priority in enabled else "0" for priority in range(8))
+    return fl.Exit(0, out=f"PFC configuration:\npriority   0 1 2 3 4 5 6 7\nenabled    {row}\n")
+
+
 def cmd_net_health(node: Node, dev: int, op: str, params: list[str]) -> fl.Exit:
     status = node.state.knob("net_health", dev)
     if status is None:
@@ -423,6 +435,7 @@ COMMANDS = {
     "-netdetect": (cmd_netdetect, ("-g", "-s")),
     "-tls": (cmd_tls, ("-g", "-s")),
     "-net_health": (cmd_net_health, ("-g",)),
+    "-pfc": (cmd_pfc, ("-g",)),
     "-ping": (cmd_ping, ("-g",)),
     "-lldp": (cmd_lldp, ("-g",)),
     "-optical": (cmd_optical, ("-g",)),

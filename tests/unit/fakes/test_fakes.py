@@ -231,6 +231,16 @@ def test_hccn_set_get_round_trip_in_vendor_formats(make_node, atlas, vendor):
     assert other.run("hccn_tool", "-i", "0", "-tls", "-g").stdout.splitlines()[0] == vendor("hccn-tls-g-switch.txt").rstrip("\n")
 
 
+def test_hccn_pfc_prints_the_documented_table_and_follows_its_knob(make_node, atlas, vendor):
+    atlas["pfc"] = {"5": [3]}
+    atlas["link"] = {"2": "DOWN"}
+    node = make_node("n1", atlas)
+    assert node.run("hccn_tool", "-i", "0", "-pfc", "-g").stdout == vendor("hccn-pfc-g-hixl-doc.txt")
+    assert node.run("hccn_tool", "-i", "5", "-pfc", "-g").stdout.splitlines()[2].split() == ["enabled"] + "0 0 0 1 0 0 0 0".split()
+    down = node.run("hccn_tool", "-i", "2", "-pfc", "-g")
+    assert (down.returncode, down.stdout, down.stderr.strip()) == (22, "", "Execute failed: Link status is down.")
+
+
 def test_hccn_sets_persist_to_hccn_conf_in_the_real_key_order(make_node, atlas, vendor):
     node = make_node("n1", atlas)
     configure(node, 0, "29.1.137.205", "255.255.0.0")

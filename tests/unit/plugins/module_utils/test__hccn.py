@@ -237,3 +237,18 @@ def test_render_conf_new_device_block_goes_last_in_real_key_order():
 def test_render_conf_collapses_duplicate_lines_of_a_key():
     out = hccn.render_conf("address_0=1.1.1.1\nmisc=1\naddress_0=2.2.2.2\n", {0: {"address": "3.3.3.3"}})
     assert out == "address_0=3.3.3.3\nmisc=1\n"
+
+
+def test_parse_pfc_as_cann_documents_it():
+    # CANN's hixl troubleshooting guide: PFC on queue 4 only, the queue it recommends.
+    assert hccn.parse_pfc(fixture("hccn-pfc-g-hixl-doc.txt")) == [4]
+
+
+def test_parse_pfc_several_none_and_garbage():
+    table = "PFC configuration:\npriority   0 1 2 3 4 5 6 7\nenabled    %s\n"
+    assert hccn.parse_pfc(table % "0 0 0 1 1 0 0 0") == [3, 4]
+    assert hccn.parse_pfc(table % "0 0 0 0 0 0 0 0") == []
+    for text in ("", "Execute failed: Link status is down.", table % "0 0 0 0 1 0 0", table % "0 0 0 0 2 0 0 0",
+                 "PFC configuration:\npriority   0 1 2 3 4 5 6 7\n"):
+        with pytest.raises(ValueError):
+            hccn.parse_pfc(text)

@@ -30,6 +30,7 @@ from ansible_collections.aihost.llm_cluster.tests.unit.plugins.modules.utils imp
 )
 
 OK = "Cmd executed successfully!\n"
+VENDOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures", "vendor")
 MASK = "255.255.0.0"
 
 
@@ -45,6 +46,8 @@ class Hccn(object):
         self.ignore_sets = set()
         self.empty_ip = False
         self.peers = {}
+        # A tool from before -pfc: "Get invalid major cmd." for it.
+        self.no_pfc = False
 
     def sets(self):
         return [argv for argv in self.calls if "-s" in argv]
@@ -107,6 +110,11 @@ class Hccn(object):
         if cmd == "net_health":
             status = "Init" if not dev["netdetect"] else ("Success" if dev["link"] == "UP" else "Fault")
             return 0, "net health status: %s\n" % status, ""
+        if cmd == "pfc" and not self.no_pfc:
+            if dev["link"] != "UP":
+                return 22, "", "Execute failed: Link status is down.\n"
+            with open(os.path.join(VENDOR, "hccn-pfc-g-hixl-doc.txt"), encoding="utf-8") as handle:
+                return 0, handle.read(), ""
         if cmd == "ping":
             target = params[1]
             if dev["link"] != "UP":
@@ -417,9 +425,11 @@ def test_facts_read_every_device_and_ping_in_parallel(tool_path, fake):
     assert result["changed"] is False
     assert result["devices"] == [
         {"index": 0, "link": "UP", "net_health": "Success", "tls": 0, "address": "10.10.1.1", "netmask": MASK,
-         "gateway": None, "netdetect": "10.10.0.1", "errors": []},
+         "gateway": None, "netdetect": "10.10.0.1", "pfc": [4], "pfc_error": None, "errors": []},
+        # The PFC query of a port without link fails on its own, not as one more device error.
         {"index": 1, "link": "DOWN", "net_health": "Fault", "tls": 1, "address": None, "netmask": None,
-         "gateway": None, "netdetect": "10.10.0.1", "errors": []},
+         "gateway": None, "netdetect": "10.10.0.1", "pfc": None,
+         "pfc_error": "-pfc -g failed (rc=22): Execute failed: Link status is down.", "errors": []},
     ]
     ok, lost, down = result["pings"]
     assert ok == {"device": 0, "address": "10.10.2.1", "peer": "worker1", "peer_device": 0, "reachable": True,
@@ -428,7 +438,7 @@ def test_facts_read_every_device_and_ping_in_parallel(tool_path, fake):
     assert (lost["reachable"], lost["rc"], lost["peer"]) == (False, 1, None)
     assert lost["error"] == "3 packets transmitted, 0 received, 100.00% packet loss (Command execute failed!)"
     assert (down["reachable"], down["rc"], down["error"]) == (False, 22, "Execute failed: Link status is down.")
-    assert len(fake.calls) == 2 * 6 + 3
+    assert len(fake.calls) == 2 * 7 + 3
 
 
 def test_facts_report_query_errors_per_device(tool_path, fake):
@@ -453,3 +463,11 @@ def test_facts_thread_exceptions_become_errors(tool_path):
                  boom)
     assert result["devices"][0]["errors"][0] == "-link -g failed (rc=255): cannot fork"
     assert result["pings"][0]["error"] == "cannot fork"
+
+
+def test_facts_of_a_tool_without_pfc_still_read_the_rest(tool_path, fake):
+    fake.no_pfc = True
+    result = run(npu_network_info, dict(devices=[0], hccn_tool=tool_path), fake)
+    device = result["devices"][0]
+    assert device["pfc"] is None and device["errors"] == []
+    assert device["pfc_error"] == "-pfc -g failed (rc=3): Get invalid major cmd."

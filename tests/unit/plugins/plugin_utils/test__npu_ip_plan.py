@@ -302,7 +302,7 @@ def test_rank_table_needs_every_server_address_and_skips_empty_hosts():
 
 # ---------------------------------------------------------------------- gate
 
-def facts_for(plan, host, link=None, health=None, tls=1, netdetect=None, unreachable=(), address=None):
+def facts_for(plan, host, link=None, health=None, tls=1, netdetect=None, unreachable=(), address=None, pfc=None):
     link = link or {}
     devices = []
     for device in plan["hosts"][host]["devices"]:
@@ -310,7 +310,7 @@ def facts_for(plan, host, link=None, health=None, tls=1, netdetect=None, unreach
         devices.append({"index": index, "address": (address or {}).get(index, device["address"]),
                         "netmask": device["netmask"], "link": link.get(index, "UP"),
                         "net_health": (health or {}).get(index, "Success" if netdetect else "Init"),
-                        "netdetect": netdetect, "tls": tls, "errors": []})
+                        "netdetect": netdetect, "tls": tls, "pfc": (pfc or {}).get(index, [4]), "errors": []})
     pings = []
     for target in ping_targets(plan, host):
         ok = (target["device"], target["peer"]) not in unreachable
@@ -518,3 +518,33 @@ def test_plan_is_json_serialisable_and_not_mutated_by_checks():
     evaluate_gate(plan, healthy(plan))
     assert plan == before
     assert json.loads(json.dumps(plan)) == plan
+
+
+def test_gate_names_the_device_whose_pfc_priority_differs(plan):
+    results = healthy(plan)
+    results["worker2"]["facts"] = facts_for(plan, "worker2", pfc={5: [3]})
+    report = evaluate_gate(plan, results)
+    assert report["failures"] == [
+        "worker2 device 5: PFC enabled on priority 3, the other 23 devices on priority 4: NPUs and switches must agree "
+        "on the lossless queue (hccn_tool -i 5 -pfc -s, then the switch port)"]
+    assert evaluate_gate(plan, results, {"qos_check": False})["ok"]
+
+
+def test_gate_checks_hccl_rdma_sl_against_the_pfc_priority(plan):
+    results = healthy(plan)
+    assert evaluate_gate(plan, results, {"rdma_sl": "4"})["ok"]
+    report = evaluate_gate(plan, results, {"rdma_sl": "3"})
+    assert report["failures"] == [
+        "HCCL_RDMA_SL is 3 but PFC is enabled on priority 4 of the NPUs: HCCL's RDMA traffic would not be lossless; "
+        "set HCCL_RDMA_SL to the PFC priority (prepare_env_extra) or enable PFC on 3"]
+    # Every NPU on queue 3 and CANN's default service level 4.
+    for host in HOSTS:
+        results[host]["facts"] = facts_for(plan, host, pfc=dict((index, [3]) for index in range(8)))
+    assert "HCCL_RDMA_SL is 4 (CANN's default)" in evaluate_gate(plan, results)["failures"][0]
+    # PFC off everywhere (lossy RoCE) or unreadable (no link, an older driver) is not a QoS mismatch.
+    for host in HOSTS:
+        results[host]["facts"] = facts_for(plan, host, pfc=dict((index, []) for index in range(8)))
+    assert evaluate_gate(plan, results)["ok"]
+    for host in HOSTS:
+        results[host]["facts"] = facts_for(plan, host, pfc=dict((index, None) for index in range(8)))
+    assert evaluate_gate(plan, results, {"rdma_sl": 7})["ok"]
