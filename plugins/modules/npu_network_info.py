@@ -139,7 +139,8 @@ devices:
     pfc_error:
       description:
         - Why O(devices) C(pfc) could not be read (a port without link answers C(-pfc -g) with exit status 22), else V(null).
-        - Not in RV(devices[].errors): the link check names such a port already, and a driver without C(-pfc) still deploys.
+        - Not one of RV(devices[].errors), because the link check names such a port already and a driver without C(-pfc)
+          still deploys.
       type: str
       sample: null
     errors:
