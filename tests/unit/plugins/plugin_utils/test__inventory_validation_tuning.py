@@ -10,21 +10,13 @@ import copy
 import pytest
 
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._inventory_validation import validate
+from ansible_collections.aihost.llm_cluster.tests.unit.plugins.plugin_utils.test__inventory_validation_comm import (
+    BASE as COMM_BASE,
+    MEMBERS,
+)
 
-MEMBERS = ["master1", "worker1", "worker2"]
-BASE = {
-    "head_group": "masters",
-    "worker_group": "workers",
-    "groups": {"masters": ["master1"], "workers": ["worker1", "worker2"]},
-    "node_num": 3,
-    "ports": {"ray_port": 6379, "llm_port": 8000, "dp_port": 12570},
-    "backend_type": "Native",
-    "model_type": "safetensors",
-    "model_path": "/data/models/DeepSeek-R1",
-    "interface_var": "ray_device",
-    "interfaces": {host: "enp67s0f0np0" for host in MEMBERS},
-    "addresses": {"master1": "192.0.2.1", "worker1": "192.0.2.2", "worker2": "192.0.2.3"},
-}
+# The comm tests' three-node inventory, without the backend's environment.
+BASE = dict((key, value) for key, value in COMM_BASE.items() if key != "backend_env")
 
 
 def spec(every=None, per_host=None):
