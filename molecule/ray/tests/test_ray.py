@@ -309,6 +309,47 @@ def test_killed_raylet_is_restarted_by_systemd_alone(nodes, addresses):
     assert after["ray-master1"] == before["ray-master1"] and after["ray-worker1"] == before["ray-worker1"]
 
 
+def booted(node, wait=120):
+    """systemd's state once the boot has finished ('running' or 'degraded'); its bus answers a moment after start."""
+    state = node.run("for _ in $(seq %d); do state=$(systemctl is-system-running --wait 2>/dev/null) && break; "
+                     "case $state in running|degraded) break ;; esac; sleep 1; done; echo $state" % wait)
+    return state.stdout.strip()
+
+
+def npu_addresses(node):
+    return [node.check_output("hccn_tool -i %d -ip -g" % device) for device in range(8)]
+
+
+def test_a_restarted_worker_container_comes_back_without_ansible(nodes, addresses):
+    """A reboot as far as a container goes (docker restart: systemd boots again, /run is empty): the perimeter
+    is up before Ray, Ray joins the head, and the NPU addresses come back from /etc/hccn.conf, which the fake
+    driver loads at its boot as the real one does (its live state, which a reboot loses, is removed first)."""
+    worker = nodes["ray-worker2"]
+    before = npu_addresses(worker)
+    worker.check_output("rm -f /var/lib/llm-cluster-fakes/state.runtime.json")
+    restarted = subprocess.run(["docker", "restart", "--time", "30", "ray-worker2"], capture_output=True, text=True,
+                               timeout=180, check=False)
+    assert restarted.returncode == 0, restarted.stderr
+    assert booted(worker) in ("running", "degraded")
+    # A container's /dev is new at each start: the fake driver's device nodes are made again, as the real
+    # driver makes /dev/davinci* when it loads at boot (the fakes' installer skips everything else).
+    archive = "/var/lib/llm-cluster-fakes/fake-root.tar"
+    made = worker.check_output("tar -xOf %s var/lib/llm-cluster-fakes/install.sh | sh -s -- %s" % (archive, archive))
+    assert "created /dev/davinci7" in made and "unpacked" not in made, made
+    now = worker.check_output("ip -4 -o addr show dev eth0").split()[3].split("/")[0]
+    assert now == addresses["ray-worker2"], "the harness gave ray-worker2 a new address: %s" % now
+    assert cluster(nodes, addresses, wait=180) == {"alive": sorted(addresses.values()), "npu": 24.0}
+    guard, ray = (unit(worker, name) for name in ("llm-cluster-firewall", UNIT["ray-worker2"]))
+    assert guard["ActiveState"] == "active" and ray["ActiveState"] == "active"
+    assert int(guard["ActiveEnterTimestampMonotonic"]) <= int(ray["ActiveEnterTimestampMonotonic"])
+    assert worker.run("nft list table inet llm_cluster").rc == 0
+    assert npu_addresses(worker) == before
+    # The next run finds nothing to do.
+    result, changed = ray_step()
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert changed == {name: 0 for name in NAMES}
+
+
 def test_nftables_reload_restart_and_stop_never_leave_ray_open(nodes, addresses):
     worker, ray_unit = nodes["ray-worker1"], UNIT["ray-worker1"]
     assert worker.check_output("systemctl show -p ActiveState --value nftables") == "inactive"
@@ -444,11 +485,17 @@ def test_teardown_and_restore_return_every_node_to_its_state_before_deploy(nodes
         states = dict(zip(nodes, pool.map(node_state, nodes.values())))
     for name, node in nodes.items():
         before = node.check_output("cat /var/tmp/llmc-node-state-before").splitlines()
+        after = states[name]
         if name == "ray-worker1":
             flushed = docker_dns_table(before)
             assert "nft table ip nat {" in flushed
             before = [line for line in before if line not in flushed]
-        after = states[name]
+        if name == "ray-worker2":
+            # Restarted as a reboot: Docker made its embedded DNS table again, with new random ports.
+            renewed = docker_dns_table(before) | docker_dns_table(after)
+            assert "nft table ip nat {" in docker_dns_table(after)
+            before = [line for line in before if line not in renewed]
+            after = [line for line in after if line not in renewed]
         assert any(line.startswith("hccn 7 ip ipaddr:192.168.40.22") for line in before), before[-40:]
         missing = [line for line in before if line not in after]
         added = [line for line in after if line not in before]
