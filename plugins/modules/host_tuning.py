@@ -125,7 +125,7 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aihost.llm_cluster.plugins.module_utils._change import ChangeError, StateRecord, diff_of, run_change
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._change import ChangeError, StateRecord, diff_of, lines_text, run_change
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._fileio import read_text
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._statefile import state_path
 
@@ -242,6 +242,26 @@ def show(rows, key):
     return ["%s = %s%s" % (row["name"], row.get(key), _where(row)) for row in rows]
 
 
+def diff_rows(todo, check_mode):
+    """The diff of the rows to write: each one's value now against the one it gets."""
+    return diff_of(lines_text(show(todo, "before")), lines_text(show(todo, "value")), "host tuning", check_mode)
+
+
+def write_rows(root, todo):
+    """Write each row's value and read it back into ``after``; [(row, why)] for those the kernel did not take."""
+    failed = []
+    for row in todo:
+        try:
+            write_value(root, row["path"], row["value"])
+        except OSError as exc:
+            failed.append((row, str(exc.strerror or exc)))
+            continue
+        row["after"] = read_setting(root, row)
+        if row["after"] != row["value"]:
+            failed.append((row, "reads %s after writing %s" % (row["after"], row["value"])))
+    return failed
+
+
 def _where(row):
     return " (%s)" % row["path"].split("/")[4] if row["name"] == "cpu_governor" else ""
 
@@ -261,8 +281,7 @@ def apply_present(params, check_mode, diff):
         row["after"] = row["value"]
     result["settings"] = [public(row) for row in rows]
     if diff:
-        result["diff"] = diff_of("".join(line + "\n" for line in show(todo, "before")),
-                                 "".join(line + "\n" for line in show(todo, "value")), "host tuning", check_mode)
+        result["diff"] = diff_rows(todo, check_mode)
     if not todo:
         return result
     result["changed"] = True
@@ -270,16 +289,8 @@ def apply_present(params, check_mode, diff):
         return result
     state = StateRecord(params["state_dir"], KIND)
     state.record_originals([(row["path"], dict(name=row["name"], kind=row["kind"], value=row["before"])) for row in todo], result)
-    failed = []
-    for row in todo:
-        try:
-            write_value(root, row["path"], row["value"])
-        except OSError as exc:
-            failed.append("%s (/%s): %s" % (row["name"], row["path"], exc.strerror or exc))
-            continue
-        row["after"] = read_setting(root, row)
-        if row["after"] != row["value"]:
-            failed.append("%s (/%s) reads %s after writing %s" % (row["name"], row["path"], row["after"], row["value"]))
+    failed = ["%s (/%s)%s %s" % (row["name"], row["path"], "" if why.startswith("reads ") else ":", why)
+              for row, why in write_rows(root, todo)]
     result["settings"] = [public(row) for row in rows]
     if failed:
         raise ChangeError("the kernel did not take every setting (the originals are recorded in %s; restore puts them back): %s"
@@ -309,8 +320,7 @@ def apply_restored(params, check_mode, diff):
         rows.append(row)
     todo = [row for row in rows if row["before"] != row["value"]]
     if diff:
-        result["diff"] = diff_of("".join(line + "\n" for line in show(todo, "before")),
-                                 "".join(line + "\n" for line in show(todo, "value")), "host tuning", check_mode)
+        result["diff"] = diff_rows(todo, check_mode)
     if rows:
         result["changed"] = True
     for row in rows:
@@ -319,16 +329,7 @@ def apply_restored(params, check_mode, diff):
     if check_mode or not rows:
         result["settings"] = [public(row) for row in rows]
         return result
-    for row in todo:
-        try:
-            write_value(root, row["path"], row["value"])
-        except OSError as exc:
-            result["not_restored"].append(dict(name=row["name"], path="/" + row["path"], reason=str(exc.strerror or exc)))
-            continue
-        row["after"] = read_setting(root, row)
-        if row["after"] != row["value"]:
-            result["not_restored"].append(dict(name=row["name"], path="/" + row["path"],
-                                               reason="reads %s after writing %s" % (row["after"], row["value"])))
+    result["not_restored"] += [dict(name=row["name"], path="/" + row["path"], reason=why) for row, why in write_rows(root, todo)]
     failed = set(item["path"] for item in result["not_restored"])
     for row in rows:
         if "/" + row["path"] not in failed:
