@@ -248,17 +248,21 @@ def diff_rows(todo, check_mode):
 
 
 def write_rows(root, todo):
-    """Write each row's value and read it back into ``after``; [(row, why)] for those the kernel did not take."""
+    """Write each row's value and read it back into ``after``.
+
+    Returns [(row, why, written)] for the rows the kernel did not take: ``written`` is False when the
+    write itself failed, True when it went through but the value read back differs.
+    """
     failed = []
     for row in todo:
         try:
             write_value(root, row["path"], row["value"])
         except OSError as exc:
-            failed.append((row, str(exc.strerror or exc)))
+            failed.append((row, str(exc.strerror or exc), False))
             continue
         row["after"] = read_setting(root, row)
         if row["after"] != row["value"]:
-            failed.append((row, "reads %s after writing %s" % (row["after"], row["value"])))
+            failed.append((row, "reads %s after writing %s" % (row["after"], row["value"]), True))
     return failed
 
 
@@ -289,8 +293,8 @@ def apply_present(params, check_mode, diff):
         return result
     state = StateRecord(params["state_dir"], KIND)
     state.record_originals([(row["path"], dict(name=row["name"], kind=row["kind"], value=row["before"])) for row in todo], result)
-    failed = ["%s (/%s)%s %s" % (row["name"], row["path"], "" if why.startswith("reads ") else ":", why)
-              for row, why in write_rows(root, todo)]
+    failed = ["%s (/%s)%s %s" % (row["name"], row["path"], "" if written else ":", why)
+              for row, why, written in write_rows(root, todo)]
     result["settings"] = [public(row) for row in rows]
     if failed:
         raise ChangeError("the kernel did not take every setting (the originals are recorded in %s; restore puts them back): %s"
@@ -329,7 +333,7 @@ def apply_restored(params, check_mode, diff):
     if check_mode or not rows:
         result["settings"] = [public(row) for row in rows]
         return result
-    result["not_restored"] += [dict(name=row["name"], path="/" + row["path"], reason=why) for row, why in write_rows(root, todo)]
+    result["not_restored"] += [dict(name=row["name"], path="/" + row["path"], reason=why) for row, why, _written in write_rows(root, todo)]
     failed = set(item["path"] for item in result["not_restored"])
     for row in rows:
         if "/" + row["path"] not in failed:
