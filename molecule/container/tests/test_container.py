@@ -141,6 +141,7 @@ def engine_successes(url):
 
 
 WATCHDOG_STATE = "/var/lib/llm_cluster/watchdog/state.json"
+WATCHDOG_PAUSE = "/run/llm_cluster/watchdog.pause"
 PAUSE = "/run/llm_cluster/watchdog.pause"
 
 
@@ -278,9 +279,23 @@ def test_a_changed_flag_in_check_mode_shows_the_change_and_makes_none(nodes):
         assert "--max-num-seqs" not in after["Config"]["Cmd"]
 
 
-def test_a_changed_flag_recreates_the_containers_api_node_first(nodes, url, key):
+@pytest.fixture(scope="module")
+def recreated(nodes):
+    """One run for a changed flag, is_stop_other_container and the pin on the image's own ID: a decoy
+    container runs on the API node beforehand. Each of the three asks a whole deploy of the serve step;
+    one run is asked for all three (an engine restart and two runs fewer), each checked by its own test."""
+    head = nodes["ct-master1"]
+    head.check_output("docker run --detach --name %s --entrypoint sleep %s infinity" % (DECOY, IMAGE))
     before = {name: inspect(node, ENGINE) for name, node in nodes.items()}
-    result, changed = playbook("deploy", "--tags", "serve", "-e", "serve_max_num_seqs=8")
+    image_id = head.check_output("docker image inspect --format '{{.Id}}' %s" % IMAGE)
+    result, changed = playbook("deploy", "--tags", "serve", "-e", "serve_max_num_seqs=8",
+                               "-e", "is_stop_other_container=1", "-e", "serve_image_digest=" + image_id)
+    return before, result, changed
+
+
+def test_a_changed_flag_recreates_the_containers_api_node_first(nodes, url, key, recreated):
+    before, result, changed = recreated
+    # The image's own ID pinned (serve_image_digest) passes the pin's check.
     assert result.returncode == 0, result.stdout[-3000:]
     assert changed["ct-master1"] > 0 and changed["ct-worker1"] > 0
     after = {name: inspect(node, ENGINE) for name, node in nodes.items()}
@@ -291,6 +306,17 @@ def test_a_changed_flag_recreates_the_containers_api_node_first(nodes, url, key)
     assert after["ct-master1"]["Created"] < after["ct-worker1"]["Created"]
     status, body = completion(url, key, 4)
     assert status == 200 and body["usage"]["completion_tokens"] == 4
+
+
+def test_is_stop_other_container_stops_a_decoy_and_records_it(nodes, recreated):
+    head, result = nodes["ct-master1"], recreated[1]
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert inspect(head, DECOY)["State"]["Running"] is False
+    # Only the decoy: not the engine, which the same run recreated (its old container was no other).
+    assert json.loads(head.file("/var/lib/llm_cluster/serve-stopped-containers.json").content_string) == {"stopped": [DECOY]}
+    assert inspect(head, ENGINE)["State"]["Running"] is True
+    # The headless node ran no other container: nothing recorded there.
+    assert not nodes["ct-worker1"].file("/var/lib/llm_cluster/serve-stopped-containers.json").exists
 
 
 def test_an_image_that_differs_from_the_pinned_digest_fails_before_any_change(nodes):
@@ -304,9 +330,10 @@ def test_an_image_that_differs_from_the_pinned_digest_fails_before_any_change(no
     assert "image %s is %s" % (IMAGE, image_id) in out and "serve_image_digest %s" % wrong in out, out[-3000:]
     assert set(changed.values()) == {0}
     assert {name: inspect(node, ENGINE)["Id"] for name, node in nodes.items()} == before
-    # The image's own ID passes, and changes nothing.
-    result, changed = playbook("deploy", "--tags", "serve", "-e", "serve_max_num_seqs=8", "-e", "serve_image_digest=" + image_id)
-    assert result.returncode == 0 and set(changed.values()) == {0}, result.stdout[-3000:]
+    # Nor are the watchdogs held: the image is checked before they pause (a held watchdog would wait out the
+    # readiness budget and 300 s more before it acted on anything).
+    for node in nodes.values():
+        assert not node.file(WATCHDOG_PAUSE).exists
 
 
 def test_a_missing_driver_file_fails_before_any_change_and_creates_nothing(nodes):
@@ -324,19 +351,6 @@ def test_a_missing_driver_file_fails_before_any_change_and_creates_nothing(nodes
     assert "ct-worker1: the engine container takes /usr/local/dcmi from the host, and it does not exist" in out, out[-3000:]
     assert set(changed.values()) == {0}
     assert {name: inspect(node, ENGINE)["Id"] for name, node in nodes.items()} == before
-
-
-def test_is_stop_other_container_stops_a_decoy_and_records_it(nodes):
-    head = nodes["ct-master1"]
-    head.check_output("docker run --detach --name %s --entrypoint sleep %s infinity" % (DECOY, IMAGE))
-    engine = inspect(head, ENGINE)
-    result, changed = playbook("deploy", "--tags", "serve", "-e", "serve_max_num_seqs=8", "-e", "is_stop_other_container=1")
-    assert result.returncode == 0, result.stdout[-3000:]
-    assert changed["ct-master1"] > 0
-    assert inspect(head, DECOY)["State"]["Running"] is False
-    assert json.loads(head.file("/var/lib/llm_cluster/serve-stopped-containers.json").content_string) == {"stopped": [DECOY]}
-    # The engine is not among the others, and nothing else about it changed.
-    assert inspect(head, ENGINE)["Id"] == engine["Id"] and inspect(head, ENGINE)["State"]["Running"] is True
 
 
 def test_restore_puts_every_engine_thread_back(nodes):
