@@ -141,7 +141,6 @@ def engine_successes(url):
 
 
 WATCHDOG_STATE = "/var/lib/llm_cluster/watchdog/state.json"
-WATCHDOG_PAUSE = "/run/llm_cluster/watchdog.pause"
 PAUSE = "/run/llm_cluster/watchdog.pause"
 
 
@@ -333,7 +332,7 @@ def test_an_image_that_differs_from_the_pinned_digest_fails_before_any_change(no
     # Nor are the watchdogs held: the image is checked before they pause (a held watchdog would wait out the
     # readiness budget and 300 s more before it acted on anything).
     for node in nodes.values():
-        assert not node.file(WATCHDOG_PAUSE).exists
+        assert not node.file(PAUSE).exists
 
 
 def test_a_missing_driver_file_fails_before_any_change_and_creates_nothing(nodes):
