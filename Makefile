@@ -13,6 +13,11 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PY_COLORS := 0
 export ANSIBLE_FORCE_COLOR := 0
 export IMAGE ?= aihost-llm-cluster/debian-systemd:bookworm
+# Python keeps the byte code of what it imports (a build machine may set
+# PYTHONDONTWRITEBYTECODE for every process): the venvs are installed without it
+# (--no-compile), so each module is compiled once, when first imported, instead of
+# in every ansible-playbook, Molecule, pytest and task worker process.
+unexport PYTHONDONTWRITEBYTECODE
 # Ray for the containers: one pin, in the role's defaults.
 RAY_VERSION := $(shell sed -n 's/^ray_cluster_version: "\(.*\)"$$/\1/p' roles/ray_cluster/defaults/main.yml)
 # The CPU build of vLLM the serve role pins.
