@@ -13,10 +13,10 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PY_COLORS := 0
 export ANSIBLE_FORCE_COLOR := 0
 export IMAGE ?= aihost-llm-cluster/debian-systemd:bookworm
-# Python keeps the byte code of what it imports (a build machine may set
-# PYTHONDONTWRITEBYTECODE for every process): the venvs are installed without it
-# (--no-compile), so each module is compiled once, when first imported, instead of
-# in every ansible-playbook, Molecule, pytest and task worker process.
+# The venvs are installed with --no-compile: Python compiles each module when it
+# is first imported and keeps the byte code. A build machine may set
+# PYTHONDONTWRITEBYTECODE for every process; with it, every ansible-playbook,
+# task worker, Molecule and pytest process would compile its imports again.
 unexport PYTHONDONTWRITEBYTECODE
 # Ray for the containers: one pin, in the role's defaults.
 RAY_VERSION := $(shell sed -n 's/^ray_cluster_version: "\(.*\)"$$/\1/p' roles/ray_cluster/defaults/main.yml)

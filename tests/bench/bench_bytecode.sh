@@ -29,8 +29,13 @@ run() {
   git clone --quiet "$ROOT" "$clone"
   mkdir -p "$clone/.cache"
   cp -al "$ROOT/.cache/wheelhouse" "$clone/.cache/wheelhouse"
-  touch "$clone"/.cache/wheelhouse/.[a-z]*
+  # New stamps, newer than the clone's lock file (the linked ones are this checkout's files).
+  for stamp in "$clone"/.cache/wheelhouse/.[a-z]*; do
+    rm "$stamp" && touch "$stamp"
+  done
   if [ "$name" = without-cache ]; then
+    grep -qx 'unexport PYTHONDONTWRITEBYTECODE' "$clone/Makefile" \
+      || { echo "the Makefile has no 'unexport PYTHONDONTWRITEBYTECODE' line to take out" >&2; return 1; }
     sed -i '/^unexport PYTHONDONTWRITEBYTECODE$/d' "$clone/Makefile"
   fi
   (cd "$clone" && PYTHONDONTWRITEBYTECODE=1 make --no-print-directory venv collection > "$WORK/$name-venv.log" 2>&1)
