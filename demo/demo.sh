@@ -119,6 +119,9 @@ all:
     ray_cluster_environment: &pycache
       PYTHONPYCACHEPREFIX: /var/lib/llm_cluster/ray-work/cache/pycache
     serve_environment: *pycache
+    # The engine from the wheelhouse's exact pins, with pip's --no-deps: no resolver, the same
+    # versions on both nodes (the role's serve_pip_lock).
+    serve_pip_lock: $ROOT/requirements-engine-lock.txt
     serve_api_key_file: $secrets/serve_api_key
     ray_cluster_auth_token_file: $secrets/ray_auth_token
     serve_backend: vllm

@@ -34,6 +34,15 @@ def serve_container_params(spec):
         raise AnsibleFilterError("serve_container_params: %s" % exc)
 
 
+def serve_pip_lock(text, packages, ray_version, left_out=None, source="serve_pip_lock"):
+    """The pins of a lock file for a --no-deps install, and its problems; see plugin_utils/_serve.py pip_lock."""
+    if not isinstance(text, str):
+        raise AnsibleFilterError("serve_pip_lock expects the lock's text, got %s" % type(text).__name__)
+    if not isinstance(packages, list):
+        raise AnsibleFilterError("serve_pip_lock expects the list of engine packages, got %s" % type(packages).__name__)
+    return _serve.pip_lock(text, packages, str(ray_version), left_out or (), source)
+
+
 def serve_tls_sans(address, names):
     """subjectAltName entries for the API node's certificate; see plugin_utils/_serve.py tls_sans."""
     if not isinstance(names, list):
@@ -86,6 +95,7 @@ class FilterModule(object):
             "serve_tls_sans": serve_tls_sans,
             "serve_backend": serve_backend,
             "serve_container_params": serve_container_params,
+            "serve_pip_lock": serve_pip_lock,
             "serve_plan": serve_plan,
             "serve_status": serve_status,
             "serve_status_table": serve_status_table,

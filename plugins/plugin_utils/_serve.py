@@ -21,8 +21,10 @@ Topologies:
 from __future__ import annotations
 
 import ipaddress
+import re
 
 from ansible.module_utils.parsing.convert_bool import boolean
+from packaging.requirements import InvalidRequirement, Requirement
 
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _ray_cluster
 
@@ -283,6 +285,68 @@ ASCEND_MOUNTS = (
 
 # Inference cards without RoCE (Atlas 300I Duo) have no hccn.conf or hccn_tool: mounted when present.
 ASCEND_OPTIONAL_SOURCES = ("/etc/hccn.conf", "/usr/local/Ascend/driver/tools/hccn_tool")
+
+
+# A lock line: one exact pin, "name==version", and an optional comment. Nothing
+# else: an option line (-i, --index-url, -e, -r, --hash), a URL or a path
+# would let the file send pip somewhere the operator did not choose.
+_LOCK_LINE = re.compile(r"^([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
+
+
+def _canonical(name):
+    """PEP 503's normal form of a distribution name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pip_lock(text, packages, ray_version, left_out=(), source="serve_pip_lock"):
+    """The pins of a lock file (``name==version`` per line, as pip freeze writes),
+    for an install with ``--no-deps``: ``{"specs": [...], "errors": [...]}``.
+
+    ``specs`` keeps the file's order and drops the distributions in
+    ``left_out`` (the CPU build's CUDA packages, which would be removed again).
+    ``errors`` names every line that is not an exact pin, a name pinned twice,
+    each of ``packages`` (pip specifiers) the lock does not satisfy, and Ray at
+    another version than ``ray_version``.
+    """
+    errors = []
+    pins = {}
+    specs = []
+    skip = {_canonical(name) for name in left_out}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        match = _LOCK_LINE.match(line)
+        if not match:
+            errors.append("%s line %d: %r is not an exact pin (name==version); a lock holds pins only, "
+                          "no options, URLs or paths (pip freeze writes one)" % (source, number, raw.strip()[:80]))
+            continue
+        name, version = match.groups()
+        key = _canonical(name)
+        if key in pins:
+            if pins[key] != version:
+                errors.append("%s line %d: %s is pinned twice (%s and %s); keep one"
+                              % (source, number, name, pins[key], version))
+            continue
+        pins[key] = version
+        if key not in skip:
+            specs.append("%s==%s" % (name, version))
+    if not pins and not errors:
+        errors.append("%s pins no package; write one name==version per line (pip freeze)" % source)
+    for spec in list(packages) + ["ray==%s" % ray_version]:
+        try:
+            requirement = Requirement(spec)
+        except InvalidRequirement as exc:
+            errors.append("%s: %r is not a pip specifier (%s)" % (source, spec, exc))
+            continue
+        pinned = pins.get(_canonical(requirement.name))
+        if pinned is None:
+            errors.append("%s does not pin %s, which the engine needs (%s): add its line, or leave serve_pip_lock "
+                          "empty to let pip resolve" % (source, requirement.name, spec))
+        elif not requirement.specifier.contains(pinned, prereleases=True):
+            errors.append("%s pins %s==%s, outside %s: regenerate the lock for this engine, or change the pin"
+                          % (source, requirement.name, pinned, spec))
+    return {"specs": specs, "errors": errors}
 
 
 def tls_sans(address, names):

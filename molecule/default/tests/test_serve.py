@@ -263,12 +263,36 @@ def test_bench_runs_against_the_endpoint():
     assert bench["mean_ttft_ms"] > 0 and bench["output_throughput"] > 0
 
 
-def test_a_plan_the_model_cannot_hold_fails_before_any_change(nodes):
+def test_every_node_has_exactly_the_lock_s_versions(nodes):
+    # serve_pip_lock: the engine came from the lock's pins with --no-deps, the CPU build's CUDA packages left out.
+    with open(os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "requirements-engine-lock.txt"),
+              encoding="utf-8") as handle:
+        lock = dict(line.split("==") for line in handle.read().splitlines() if line and not line.startswith("#"))
+    left_out = {"torchvision", "torchaudio", "torchcodec", "triton"}
+    for name, node in nodes.items():
+        freeze = node.check_output("/opt/llm_cluster/ray/bin/python -m pip freeze --all --disable-pip-version-check")
+        installed = dict(line.split("==") for line in freeze.splitlines() if "==" in line)
+        canonical = {re.sub(r"[-_.]+", "-", key).lower(): version for key, version in installed.items()}
+        wrong = {key: (version, canonical.get(key)) for key, version in lock.items()
+                 if key not in left_out and canonical.get(re.sub(r"[-_.]+", "-", key).lower()) != version}
+        assert wrong == {}, (name, wrong)
+        assert left_out.isdisjoint(canonical), (name, left_out & set(canonical))
+
+
+def test_a_plan_the_model_cannot_hold_and_a_hostile_lock_fail_before_any_change(nodes, tmp_path):
+    # One run, every problem: the model's limit and a lock that would send pip to another index.
+    hostile = tmp_path / "engine.lock"
+    hostile.write_text("ray==2.60.0\nvllm-cpu==0.32.0\n--extra-index-url http://mirror.example/simple\n",
+                       encoding="utf-8")
     before = engine_pid(nodes["master1"])
-    result, changed = playbook("deploy", "--tags", "serve", "-e", "serve_max_model_len=4096")
+    result, changed = playbook("deploy", "--tags", "serve", "-e", "serve_max_model_len=4096",
+                               "-e", "serve_pip_lock=%s" % hostile)
     assert result.returncode != 0
     assert ("master1: serve_max_model_len 4096 exceeds max_position_embeddings 2048 in /srv/models/tiny/config.json: "
             "lower serve_max_model_len") in result.stdout
+    out = " ".join(result.stdout.split())
+    assert "serve_pip_lock %s line 3: " % hostile in out
+    assert "--extra-index-url http://mirror.example/simple" in out and "is not an exact pin (name==version)" in out
     assert set(changed.values()) == {0}
     assert engine_pid(nodes["master1"]) == before
 
