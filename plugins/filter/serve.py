@@ -40,7 +40,15 @@ def serve_pip_lock(text, packages, ray_version, left_out=None, source="serve_pip
         raise AnsibleFilterError("serve_pip_lock expects the lock's text, got %s" % type(text).__name__)
     if not isinstance(packages, list):
         raise AnsibleFilterError("serve_pip_lock expects the list of engine packages, got %s" % type(packages).__name__)
-    return _serve.pip_lock(text, packages, str(ray_version), left_out or (), source)
+    try:
+        return _serve.pip_lock(text, packages, str(ray_version), left_out or (), source)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def serve_watchdog_binding(state):
+    """What the watchdog's state says of the binding it keeps; see plugin_utils/_serve.py watchdog_binding."""
+    return _serve.watchdog_binding(state)
 
 
 def serve_tls_sans(address, names):
@@ -100,4 +108,5 @@ class FilterModule(object):
             "serve_status": serve_status,
             "serve_status_table": serve_status_table,
             "serve_unit_args": serve_unit_args,
+            "serve_watchdog_binding": serve_watchdog_binding,
         }

@@ -24,9 +24,14 @@ import ipaddress
 import re
 
 from ansible.module_utils.parsing.convert_bool import boolean
-from packaging.requirements import InvalidRequirement, Requirement
 
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _ray_cluster
+
+try:
+    from packaging.requirements import InvalidRequirement, Requirement
+except ImportError:  # ansible-core depends on packaging; a bare import test environment lacks it
+    InvalidRequirement = ValueError
+    Requirement = None
 
 BACKENDS = ("vllm", "vllm_ascend", "vllm_mindspore")
 TOPOLOGIES = ("single", "ray", "dp")
@@ -308,6 +313,9 @@ def pip_lock(text, packages, ray_version, left_out=(), source="serve_pip_lock"):
     each of ``packages`` (pip specifiers) the lock does not satisfy, and Ray at
     another version than ``ray_version``.
     """
+    if Requirement is None:
+        raise ValueError("reading %s needs the Python library packaging on the controller (ansible-core's own "
+                         "dependency): pip install packaging" % source)
     errors = []
     pins = {}
     specs = []
@@ -461,7 +469,23 @@ def watchdog_status(settings):
     return {"enabled": True, "result": state.get("result"), "detail": state.get("detail") or "",
             "failures": state.get("failures", 0), "restarts": restarts, "held": bool(state.get("held")),
             "checked_at": state.get("checked_at"), "last_ok_at": state.get("last_ok_at"),
-            "last_error": state.get("last_error"), "engine": state.get("engine")}
+            "last_error": state.get("last_error"), "engine": state.get("engine"),
+            "binding": watchdog_binding(state) if isinstance(state.get("binding"), dict) else None}
+
+
+def watchdog_binding(state):
+    """The process binding the watchdog keeps, from its state: the rules it binds by, the threads it holds to
+    put back (``held``), the last threads it moved back to their CPUs and what it last put back."""
+    binding = (state or {}).get("binding") if isinstance(state, dict) else None
+    binding = binding if isinstance(binding, dict) else {}
+    restored = binding.get("last_restored") if isinstance(binding.get("last_restored"), dict) else {}
+    moved = binding.get("last_moved") if isinstance(binding.get("last_moved"), dict) else {}
+    return {"rules": binding.get("rules", 0), "held": len(binding.get("originals") or {}),
+            "error": binding.get("error") or "",
+            "last_moved": {"at": moved.get("at"),
+                           "threads": sum(entry.get("threads", 0) for entry in moved.get("processes") or [])},
+            "last_restored": {"at": restored.get("at"), "threads": restored.get("threads", 0),
+                              "gone": restored.get("gone", 0), "errors": list(restored.get("errors") or [])}}
 
 
 def status(nodes, plan_result, settings):
@@ -519,6 +543,14 @@ def _watchdog_line(watchdog):
     if not watchdog:
         return "watchdog: off (serve_watchdog)"
     line = "watchdog: %s, %d restart(s) in its window" % (watchdog.get("result"), len(watchdog.get("restarts") or []))
+    binding = watchdog.get("binding")
+    if binding and binding.get("error"):
+        line += ", binding not kept: %s" % binding["error"]
+    elif binding and binding.get("rules"):
+        line += ", keeps the binding (%d rule(s)" % binding["rules"]
+        if binding["last_moved"]["threads"]:
+            line += "; last bound %d thread(s) back" % binding["last_moved"]["threads"]
+        line += ")"
     if watchdog.get("detail"):
         line += "; " + watchdog["detail"]
     return line

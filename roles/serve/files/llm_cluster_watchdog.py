@@ -30,6 +30,16 @@ While a deploy restarts the engines in its own order it writes a pause file
 a deploy that dies midway does not switch the watchdog off for good): nothing
 counts and nothing restarts until it is removed or runs out.
 
+On every node it runs on, while the engine serves, it also keeps the engine's threads on the CPUs the
+last deploy bound them to (``binding_file``, written by the binding step: its rules, each a set of
+regular expressions on the process title, the parent's title or the unit, and the CPUs). The kernel
+forgets a thread's affinity when the process ends: after the engine restarts (by systemd, Docker, a
+reboot or this watchdog) its new threads would run anywhere until the next deploy. Each check binds
+what matches and is not on its CPUs yet, threads started since included; it never touches a thread
+already in place, and nothing while a deploy holds the engine. The CPUs each thread had before its
+first move are kept in the state; once the rules are gone (restore.yml removes them, then runs a check)
+the threads that still run are put back on them.
+
 Every decision is one line in the journal and the whole state is in
 ``state_file`` (JSON), which status.yml reads. Standard library only;
 configuration in a root-only JSON file (on the API node it holds the API key),
@@ -41,6 +51,7 @@ import concurrent.futures
 import datetime
 import json
 import os
+import re
 import ssl
 import subprocess
 import sys
@@ -52,7 +63,7 @@ import urllib.request
 REQUIRED = {"leader": ("url", "model", "api_key", "runtime", "name", "state_file"),
             "follower": ("url", "runtime", "name", "state_file")}
 DEFAULTS = {"mode": "leader", "ranks": 0, "failures": 3, "timeout": 60, "start_grace": 900, "max_restarts": 3, "window": 3600,
-            "ca_path": "", "pause_file": ""}
+            "ca_path": "", "pause_file": "", "binding_file": ""}
 
 
 def log(message):
@@ -331,6 +342,230 @@ def restart_engine(config, state, runner, at, reason, restarts):
     return state
 
 
+# The rule keys that are regular expressions (the unit is a name, the CPUs a list).
+SELECTORS = ("comm", "cmdline", "parent_comm", "parent_cmdline", "threads")
+
+
+def load_binding(path):
+    """[(selectors, unit, cpus)] from the binding step's rules; [] when it wrote none (binding off)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            doc = json.load(handle)
+    except FileNotFoundError:
+        return []
+    rules = []
+    for number, rule in enumerate(doc.get("rules") or []):
+        try:
+            selectors = {key: re.compile(rule[key]) for key in SELECTORS if rule.get(key) is not None}
+        except re.error as err:
+            raise ValueError("%s: rule %d: %s" % (path, number, err)) from None
+        cpus = frozenset(cpu_numbers(rule.get("cpus") or []))
+        if not cpus or not (selectors.keys() - {"threads"} or rule.get("unit")):
+            raise ValueError("%s: rule %d has no CPUs or no selector" % (path, number))
+        unit = rule.get("unit")
+        if unit and "." not in unit:
+            unit += ".service"
+        rules.append((selectors, unit, cpus))
+    return rules
+
+
+def proc_read(*parts, raw=False):
+    try:
+        with open(os.path.join(*[str(part) for part in parts]), "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    return data if raw else data.decode("utf-8", "replace")
+
+
+def proc_title(proc_root, pid):
+    """(comm, command line with its NULs, parent PID) of a process; None when it is gone."""
+    stat = proc_read(proc_root, pid, "stat")
+    if not stat or ")" not in stat:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    comm = (proc_read(proc_root, pid, "comm") or stat[stat.index("(") + 1:stat.rindex(")")]).rstrip("\n")
+    cmdline = (proc_read(proc_root, pid, "cmdline", raw=True) or b"").rstrip(b"\0").decode("utf-8", "replace")
+    return comm, cmdline, int(fields[1]) if len(fields) > 1 else 0
+
+
+def rule_for(rules, proc_root, pid, titles):
+    """The last rule every selector of which the process matches (as the binding step decides), else None."""
+    own = titles.get(pid)
+    if own is None:
+        return None
+    comm, cmdline, ppid = own
+    parent = titles.get(ppid) or ("", "", 0)
+    chosen = None
+    for rule in rules:
+        selectors, unit, _cpus = rule
+        checks = (("comm", comm), ("cmdline", cmdline), ("parent_comm", parent[0]), ("parent_cmdline", parent[1]))
+        if any(key in selectors and not selectors[key].search(text) for key, text in checks):
+            continue
+        if unit and unit not in cgroup_parts(proc_root, pid):
+            continue
+        chosen = rule
+    return chosen
+
+
+def cgroup_parts(proc_root, pid):
+    """Every name in the process's cgroup paths (its unit among them)."""
+    parts = set()
+    for line in (proc_read(proc_root, pid, "cgroup") or "").splitlines():
+        parts.update(part for part in line.split(":", 2)[-1].split("/") if part)
+    return parts
+
+
+def cpu_numbers(value):
+    """CPU numbers from an int, a kernel cpulist ("0-3,8") or a list of either."""
+    if isinstance(value, bool):
+        raise ValueError("%r is not a CPU list" % value)
+    if isinstance(value, int):
+        return {value}
+    if isinstance(value, list):
+        return set().union(*[cpu_numbers(item) for item in value]) if value else set()
+    cpus = set()
+    for part in str(value).split(","):
+        first, _dash, last = part.strip().partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def thread_start(proc_root, pid, tid):
+    """A thread's start time (clock ticks since boot): with the TID, what tells it from a later thread.
+    None when it is gone or a zombie (it ended; its parent has not reaped it yet)."""
+    stat = proc_read(proc_root, pid, "task", tid, "stat")
+    if not stat or ")" not in stat:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return int(fields[19]) if len(fields) > 19 and fields[0] not in ("Z", "X") else None
+
+
+def rebind(rules, originals, proc_root="/proc", pids=None, getaffinity=os.sched_getaffinity,
+           setaffinity=os.sched_setaffinity):
+    """Bind every thread of a matched process (of ``pids``, default all) that is off its CPUs, recording in
+    ``originals`` ({tid: {pid, start, cpus}}) the CPUs a thread had before its first move.
+    Returns [{pid, comm, cpus, threads, errors}] of what moved."""
+    if pids is None:
+        pids = [int(name) for name in os.listdir(proc_root) if name.isdigit()]
+    titles = {pid: title for pid, title in ((pid, proc_title(proc_root, pid)) for pid in pids) if title}
+    for ppid in {title[2] for title in titles.values()} - set(titles):
+        parent = proc_title(proc_root, ppid) if ppid > 0 else None
+        if parent:
+            titles[ppid] = parent
+    own = os.getpid()
+    moved = []
+    for pid in sorted(set(pids) & set(titles)):
+        rule = rule_for(rules, proc_root, pid, titles) if pid != own else None
+        if rule is None:
+            continue
+        selectors, _unit, cpus = rule
+        entry = {"pid": pid, "comm": titles[pid][0], "cpus": ",".join(str(cpu) for cpu in sorted(cpus)), "threads": 0,
+                 "errors": []}
+        try:
+            names = os.listdir(os.path.join(proc_root, str(pid), "task"))
+            main = {"pid": pid, "start": thread_start(proc_root, pid, pid), "cpus": sorted(getaffinity(pid))}
+        except OSError:
+            continue
+        for tid in sorted(int(name) for name in names if name.isdigit()):
+            if "threads" in selectors and not selectors["threads"].search(
+                    (proc_read(proc_root, pid, "task", tid, "comm") or "").rstrip("\n")):
+                continue
+            try:
+                before = set(getaffinity(tid))
+                if before == cpus:
+                    continue
+                start = thread_start(proc_root, pid, tid)
+                setaffinity(tid, cpus)
+                entry["threads"] += 1
+            except ProcessLookupError:
+                continue
+            except OSError as err:
+                entry["errors"].append("thread %d: %s" % (tid, err))
+                continue
+            if str(tid) not in originals or originals[str(tid)].get("start") != start:
+                originals[str(tid)] = {"pid": pid, "start": start, "cpus": sorted(before)}
+        if entry["threads"] or entry["errors"]:
+            moved.append(entry)
+            # The main thread's CPUs as well, moved or not: a thread started later gets them back.
+            if originals.get(str(pid), {}).get("start") != main["start"]:
+                originals[str(pid)] = main
+    return moved
+
+
+def unbind(originals, proc_root="/proc", setaffinity=os.sched_setaffinity):
+    """Put every thread that still runs back on the CPUs it had; a thread of such a process that started after
+    its move (it took the bound CPUs from the thread that made it) gets its main thread's, as the binding
+    step's restore does. Returns (threads put back, recorded threads gone, errors)."""
+    back, gone, errors = 0, 0, []
+    targets = {}
+    for tid, record in originals.items():
+        if thread_start(proc_root, record["pid"], tid) == record["start"]:
+            targets[int(tid)] = record["cpus"]
+        else:
+            gone += 1
+    for pid in {record["pid"] for record in originals.values()}:
+        main = originals.get(str(pid))
+        if not main or thread_start(proc_root, pid, pid) != main["start"]:
+            continue
+        try:
+            names = os.listdir(os.path.join(proc_root, str(pid), "task"))
+        except OSError:
+            continue
+        for name in names:
+            if name.isdigit():
+                targets.setdefault(int(name), main["cpus"])
+    for tid, cpus in sorted(targets.items()):
+        try:
+            setaffinity(tid, set(cpus))
+            back += 1
+        except ProcessLookupError:
+            continue
+        except OSError as err:
+            errors.append("thread %d: %s" % (tid, err))
+    return back, gone, errors
+
+
+def keep_binding(config, state, bind=rebind, undo=unbind, proc_root="/proc"):
+    """The engine's threads on their CPUs while it serves; the CPUs they had put back once the rules are gone
+    (restore.yml removes them). The state says what moved and keeps what to put back."""
+    if not config.get("binding_file"):
+        return state
+    binding = dict(state.get("binding") or {})
+    originals = dict(binding.get("originals") or {})
+    binding.pop("error", None)
+    state["binding"] = binding
+    try:
+        rules = load_binding(config["binding_file"])
+    except (OSError, ValueError) as err:
+        binding["error"] = str(err)
+        log("%s: binding not kept: %s" % (config["name"], err))
+        return state
+    binding["rules"] = len(rules)
+    if not rules:
+        if originals:
+            back, gone, errors = undo(originals, proc_root)
+            binding["originals"] = {}
+            binding["last_restored"] = {"at": state.get("checked_at"), "threads": back, "gone": gone, "errors": errors}
+            log("%s: binding rules removed: put %d thread(s) back on the CPUs they had, %d gone%s" % (
+                config["name"], back, gone, "; " + "; ".join(errors) if errors else ""))
+        return state
+    if state.get("result") != "ok":
+        return state
+    # Threads that ended (an engine restart ends them all) are no longer anyone's to put back.
+    originals = {tid: record for tid, record in originals.items()
+                 if thread_start(proc_root, record["pid"], tid) == record["start"]}
+    moved = bind(rules, originals)
+    binding["originals"] = originals
+    if moved:
+        binding["last_moved"] = {"at": state.get("checked_at"), "processes": moved}
+        for entry in moved:
+            log("%s: bound %d thread(s) of %s (pid %d) back to CPUs %s%s" % (
+                config["name"], entry["threads"], entry["comm"], entry["pid"], entry["cpus"],
+                "; " + "; ".join(entry["errors"]) if entry["errors"] else ""))
+    return state
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True)
@@ -340,7 +575,7 @@ def main(argv=None):
     except (OSError, ValueError) as err:
         log("llm-cluster-watchdog: %s" % err)
         return 2
-    state = check(config, load_state(config["state_file"]))
+    state = keep_binding(config, check(config, load_state(config["state_file"])))
     save_state(config["state_file"], state)
     return 0
 

