@@ -101,7 +101,7 @@ $(PROMTOOL):
 unit: venv collection $(PROMTOOL)
 	cd $(COLLECTION_LINK) && $(PY) -m pytest -q -p no:cacheprovider -n auto tests/unit
 
-integration: venv collection
+integration: venv collection $(WHEELHOUSE)/.ray-$(RAY_VERSION)
 	cd $(COLLECTION_LINK) && $(PY) -m pytest -q -p no:cacheprovider -n auto tests/integration
 
 molecule: $(addprefix molecule-,$(SCENARIOS))

@@ -31,6 +31,9 @@ Subcommands:
   monitoring  exporters on every node, Prometheus and Alertmanager on the
               monitoring host (or the head), rules, alerts, dashboards and the
               metric truth check (artifacts/monitoring.json)
+  bundle      on a connected machine: every Python package the roles install, for each
+              node's platform, with a lock per platform and MANIFEST.json (./bundle;
+              -e bundle_dir=DIR), for an air-gapped cluster
   demo        start a 2-node local container cluster, deploy a tiny model to it
               and print a curl that works (no -i needed; needs Docker)
   demo-down   remove the local demo cluster
@@ -66,7 +69,7 @@ die() {
 
 subcommand="deploy"
 case "${1:-}" in
-  deploy | status | teardown | restore | bench | monitoring | tuning | demo | demo-down)
+  deploy | status | teardown | restore | bench | monitoring | tuning | bundle | demo | demo-down)
     subcommand="$1"
     shift
     ;;
@@ -134,6 +137,7 @@ case "$subcommand" in
   bench) playbook="bench" ;;
   monitoring) playbook="monitoring" ;;
   tuning) playbook="tuning" ;;
+  bundle) playbook="bundle" ;;
   demo | demo-down)
     [ -z "$inventory" ] || die "'$subcommand' builds its own inventory; drop -i"
     [ ${#passthrough[@]} -eq 0 ] || die "'$subcommand' takes no options"

@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover - ansible-core < 2.19
 
 display = Display()
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ROLES = ("prepare", "ray_cluster", "model_distribution", "serve", "monitoring")
+ROLES = ("prepare", "ray_cluster", "model_distribution", "serve", "monitoring", "bundle")
 # "{{ ray_port | default(6379) }}": a role variable that defaults to an llm_solution name.
 _LEGACY_RE = re.compile(r"^\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\|\s*default\(\s*([^()]*?)\s*\)\s*\}\}$")
 _DEFAULT_NAME_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\|\s*default\(")

@@ -12,7 +12,6 @@ label included (torch's +cpu).
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 HEADER = """\
@@ -25,24 +24,20 @@ HEADER = """\
 
 
 def pins(directory):
-    found = {}
-    for name in sorted(os.listdir(directory)):
-        if not name.endswith(".whl"):
-            continue
-        project, version = name.split("-")[:2]
-        project = re.sub(r"[-_.]+", "-", project).lower()
-        if project in found and found[project] != version:
-            raise SystemExit("%s: two versions of %s (%s, %s): download into an empty directory"
-                             % (directory, project, found[project], version))
-        found[project] = version
-    return found
+    """name==version lines of the directory's wheels (the bundle's own reading of wheel names)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".cache", "collections"))
+    from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _bundle
+    try:
+        return _bundle.wheel_pins(os.listdir(directory), directory)
+    except ValueError as exc:
+        raise SystemExit(str(exc))
 
 
 def main(argv):
     if len(argv) != 2 or not os.path.isdir(argv[1]):
         sys.stderr.write("usage: wheelhouse_lock.py DIR\n")
         return 2
-    sys.stdout.write(HEADER + "".join("%s==%s\n" % item for item in sorted(pins(argv[1]).items())))
+    sys.stdout.write(HEADER + "".join(line + "\n" for line in pins(argv[1])))
     return 0
 
 

@@ -52,7 +52,7 @@ def test_demo_builds_its_own_inventory(sub):
 
 @pytest.mark.parametrize("sub, play", [("status", "Report the Ray cluster"), ("status", "Report the endpoint"),
                                        ("teardown", "Tear down the engine"), ("teardown", "Tear down the Ray cluster"),
-                                       ("bench", "Benchmark the endpoint")])
+                                       ("bench", "Benchmark the endpoint"), ("bundle", "Build the offline bundle")])
 def test_subcommands_run_their_playbooks(sub, play, tmp_path):
     # Only the validation runs (--tags always); the play headers show which playbook ran.
     result = deploy(sub, "-i", FIXTURE, "--tags", "always", "--check", cwd=str(tmp_path))

@@ -1,0 +1,41 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""Filters of the offline bundle (roles/bundle); see plugin_utils/_bundle.py."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _bundle
+
+
+def bundle_platform(value, host, arch_fact=None, python_fact=None):
+    """A node's platform {arch, python, name} from bundle_platform or its facts."""
+    try:
+        return _bundle.platform(host, value, arch_fact, python_fact)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def bundle_pip_platforms(arch, glibc):
+    """pip's --platform values for an architecture and a glibc version."""
+    try:
+        return _bundle.pip_platforms(arch, glibc)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def bundle_wheel_pins(filenames, where="the bundle"):
+    """name==version lines for the wheels among file names."""
+    if not isinstance(filenames, list):
+        raise AnsibleFilterError("bundle_wheel_pins expects a list of file names, got %s" % type(filenames).__name__)
+    try:
+        return _bundle.wheel_pins(filenames, where)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"bundle_pip_platforms": bundle_pip_platforms, "bundle_platform": bundle_platform,
+                "bundle_wheel_pins": bundle_wheel_pins}

