@@ -289,9 +289,13 @@ def recreated(nodes):
     head.check_output("docker run --detach --name %s --entrypoint sleep %s infinity" % (DECOY, IMAGE))
     before = {name: inspect(node, ENGINE) for name, node in nodes.items()}
     image_id = head.check_output("docker image inspect --format '{{.Id}}' %s" % IMAGE)
-    result, changed = playbook("deploy", "--tags", "serve", "-e", "serve_max_num_seqs=8",
-                               "-e", "is_stop_other_container=1", "-e", "serve_image_digest=" + image_id)
+    result, changed = playbook("deploy", "--tags", "serve", *recreating_args(image_id))
     return before, result, changed
+
+
+def recreating_args(image_id):
+    """The recreating run's settings: a later run that passes them too changes no engine."""
+    return ["-e", "serve_max_num_seqs=8", "-e", "is_stop_other_container=1", "-e", "serve_image_digest=" + image_id]
 
 
 def test_a_changed_flag_recreates_the_containers_api_node_first(nodes, url, key, recreated):
@@ -380,7 +384,9 @@ def test_restore_puts_every_engine_thread_back(nodes):
 
 def test_the_next_deploy_binds_again_and_restarts_nothing(nodes):
     started = {name: inspect(node, ENGINE)["State"]["StartedAt"] for name, node in nodes.items()}
-    result, changed = playbook("deploy", "--tags", "serve")
+    # With the settings of the run that recreated the engines (without them it would recreate them again).
+    image_id = nodes["ct-master1"].check_output("docker image inspect --format '{{.Id}}' %s" % IMAGE)
+    result, changed = playbook("deploy", "--tags", "serve", *recreating_args(image_id))
     assert result.returncode == 0, result.stdout[-3000:]
     assert changed["ct-master1"] > 0 and changed["ct-worker1"] > 0
     assert {name: inspect(node, ENGINE)["State"]["StartedAt"] for name, node in nodes.items()} == started
