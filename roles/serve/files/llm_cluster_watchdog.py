@@ -378,12 +378,19 @@ def proc_read(*parts, raw=False):
     return data if raw else data.decode("utf-8", "replace")
 
 
+def stat_fields(stat):
+    """The fields of a /proc stat line after the command name (state first), or None for no line."""
+    if not stat or ")" not in stat:
+        return None
+    return stat[stat.rindex(")") + 2:].split()
+
+
 def proc_title(proc_root, pid):
     """(comm, command line with its NULs, parent PID) of a process; None when it is gone."""
     stat = proc_read(proc_root, pid, "stat")
-    if not stat or ")" not in stat:
+    fields = stat_fields(stat)
+    if fields is None:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()
     comm = (proc_read(proc_root, pid, "comm") or stat[stat.index("(") + 1:stat.rindex(")")]).rstrip("\n")
     cmdline = (proc_read(proc_root, pid, "cmdline", raw=True) or b"").rstrip(b"\0").decode("utf-8", "replace")
     return comm, cmdline, int(fields[1]) if len(fields) > 1 else 0
@@ -434,10 +441,9 @@ def cpu_numbers(value):
 def thread_start(proc_root, pid, tid):
     """A thread's start time (clock ticks since boot): with the TID, what tells it from a later thread.
     None when it is gone or a zombie (it ended; its parent has not reaped it yet)."""
-    stat = proc_read(proc_root, pid, "task", tid, "stat")
-    if not stat or ")" not in stat:
+    fields = stat_fields(proc_read(proc_root, pid, "task", tid, "stat"))
+    if fields is None:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()
     return int(fields[19]) if len(fields) > 19 and fields[0] not in ("Z", "X") else None
 
 
