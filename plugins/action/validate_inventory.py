@@ -225,6 +225,7 @@ class ActionModule(ActionBase):
         spec["addresses"] = {}
         spec["comm_env"] = {}
         spec["tuning"] = {}
+        spec["offline"] = {}
         for host in members:
             try:
                 host_vars = hostvars.get(host) or {}
@@ -237,6 +238,9 @@ class ActionModule(ActionBase):
                 # The host tuning's variables the node has (role defaults are not host variables).
                 spec["tuning"][host] = {name: self._template(host_vars.get(name))
                                         for name in validation.TUNING_VARS if name in host_vars}
+                # What the offline gate reads (the role defaults are applied by the validator).
+                spec["offline"][host] = {name: self._template(host_vars.get(name))
+                                         for name in validation.OFFLINE_VARS if name in host_vars}
             except Exception as exc:  # pylint: disable=broad-except
                 spec["addresses"][host] = "<cannot be read: %s>" % exc
         defaults = role_defaults()

@@ -29,6 +29,13 @@ def preflight_firewall_gaps(nodes, mode):
     return _preflight.firewall_gaps(nodes, mode)
 
 
+def preflight_offline_missing(hosts, hostvars):
+    """Paths an offline node lacks (the wheels, the image archive), one message each, naming the host."""
+    if not isinstance(hosts, list):
+        raise AnsibleFilterError("preflight_offline_missing expects the list of the play's hosts")
+    return _preflight.offline_missing(hosts, hostvars)
+
+
 def preflight_table(report):
     """Render a preflight report as a fixed-width table."""
     return _preflight.table(report)
@@ -39,6 +46,7 @@ class FilterModule(object):
         return {
             "preflight_report": preflight_report,
             "preflight_firewall_gaps": preflight_firewall_gaps,
+            "preflight_offline_missing": preflight_offline_missing,
             "preflight_report_files": preflight_report_files,
             "preflight_table": preflight_table,
         }

@@ -593,6 +593,115 @@ def _check_monitoring(spec, members, errors):
                           % (name, _show(value), "MindCluster" if "npu" in name else "DCGM"))
 
 
+# The variables the offline gate reads per node (host_vars may differ); the role
+# defaults are applied by offline_settings().
+OFFLINE_VARS = ("llm_cluster_offline", "ray_cluster_wheelhouse", "ray_cluster_wheelhouse_src", "ray_cluster_pip_extra_args",
+                "serve_wheelhouse", "serve_pip_extra_args", "serve_install", "serve_runtime", "image_name", "serve_image",
+                "serve_image_archive", "model_distribution_source", "model_distribution_hub_pip_extra_args")
+# Where ray_cluster copies ray_cluster_wheelhouse_src when ray_cluster_wheelhouse is "" (roles/ray_cluster/vars).
+WHEELHOUSE_CACHE = "/var/cache/llm_cluster/wheelhouse"
+# pip options that name an index or a remote location.
+_PIP_INDEX_OPTIONS = ("-i", "--index-url", "--extra-index-url", "--trusted-host")
+
+
+def _truthy(value):
+    return value is True or (isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1")) or \
+        (isinstance(value, int) and not isinstance(value, bool) and value == 1)
+
+
+def offline_settings(given):
+    """One node's offline-relevant settings, with the roles' defaults applied where the node does not set them."""
+    values = dict(given) if isinstance(given, dict) else {}
+
+    def text(name, default=""):
+        value = values.get(name, default)
+        return value.strip() if isinstance(value, str) else ("" if value is None else value)
+
+    wheelhouse, wheelhouse_src = text("ray_cluster_wheelhouse"), text("ray_cluster_wheelhouse_src")
+    image = text("serve_image", "")
+    if not image and text("image_name"):
+        image = "%s" % text("image_name")
+    runtime = text("serve_runtime", "auto")
+    if runtime == "auto":
+        runtime = "container" if image else "host"
+    return {
+        "offline": _truthy(values.get("llm_cluster_offline", False)),
+        "ray_cluster_wheelhouse": wheelhouse,
+        "ray_cluster_wheelhouse_src": wheelhouse_src,
+        # serve_wheelhouse follows the node's copy of the wheels (roles/serve/defaults).
+        "serve_wheelhouse": text("serve_wheelhouse", None) if "serve_wheelhouse" in values else
+        (wheelhouse or (WHEELHOUSE_CACHE if wheelhouse_src else "")),
+        "pip_args": {
+            "ray_cluster_pip_extra_args": text("ray_cluster_pip_extra_args"),
+            "serve_pip_extra_args": text("serve_pip_extra_args") if "serve_pip_extra_args" in values
+            else text("ray_cluster_pip_extra_args"),
+            "model_distribution_hub_pip_extra_args": text("model_distribution_hub_pip_extra_args"),
+        },
+        "serve_install": values.get("serve_install", True) not in (False, "false", "False", "no", 0),
+        "runtime": runtime,
+        "serve_image_archive": text("serve_image_archive"),
+        "model_distribution_source": text("model_distribution_source", "node"),
+    }
+
+
+def _pip_network_words(value):
+    """The words of a pip argument string that send pip to a network: index options, URLs."""
+    if isinstance(value, (list, tuple)):
+        words = [str(word) for word in value]
+    elif isinstance(value, str):
+        try:
+            words = shlex.split(value)
+        except ValueError:
+            words = value.split()
+    else:
+        return []
+    found = []
+    for word in words:
+        option = word.split("=", 1)[0]
+        if option in _PIP_INDEX_OPTIONS or (option.startswith("-i") and len(option) > 2 and not option.startswith("--")) \
+                or "://" in word:
+            found.append(word)
+    return found
+
+
+def offline_problems(settings):
+    """What on one node would reach a network in offline mode, as messages naming the variable and the fix."""
+    if not settings.get("offline"):
+        return []
+    problems = []
+    if not settings["ray_cluster_wheelhouse"] and not settings["ray_cluster_wheelhouse_src"]:
+        problems.append("Ray would be installed from the package index: set ray_cluster_wheelhouse (a directory of "
+                        "wheels on each node) or ray_cluster_wheelhouse_src (the bundle's content/wheels/<platform> on "
+                        "the controller).")
+    for name, value in sorted(settings["pip_args"].items()):
+        words = _pip_network_words(value)
+        if words:
+            problems.append("%s = %s sends pip to a network (%s): remove the index options and URLs; offline, pip "
+                            "reads only the wheelhouse." % (name, _show(value), ", ".join(_show(w) for w in words[:3])))
+    if settings["runtime"] == "host" and settings["serve_install"] and not settings["serve_wheelhouse"]:
+        problems.append("the engine would be installed from the package index: set serve_wheelhouse (or "
+                        "ray_cluster_wheelhouse, which it follows) to the wheels on each node, or serve_install: false "
+                        "when the engine is already in the venv.")
+    if settings["runtime"] == "container" and not settings["serve_image_archive"]:
+        problems.append("the engine image would be pulled from a registry: set serve_image_archive to its docker "
+                        "save tarball (on the controller, or on every node with serve_image_archive_remote_src: true).")
+    if settings["model_distribution_source"] == "hub":
+        problems.append("model_distribution_source = 'hub' downloads the model from a hub: put the weights in "
+                        "model_path on one node (source node) or on the controller (source controller).")
+    return problems
+
+
+def _check_offline(spec, members, errors):
+    """In offline mode (llm_cluster_offline), nothing the run does may need the package index, a registry or a hub."""
+    given = _dict(spec, "offline")
+    found = {}
+    for host in members:
+        for message in offline_problems(offline_settings(given.get(host))):
+            found.setdefault(message, []).append(host)
+    for message, hosts in found.items():
+        errors.append("llm_cluster_offline is on, but on %s %s" % (_where(hosts, members), message))
+
+
 # (variable, lowest, highest, what it is, a good value) of the watchdog's whole numbers.
 WATCHDOG_LIMITS = (
     ("serve_watchdog_interval", 5, 86400, "seconds between two checks", 30),
@@ -963,6 +1072,7 @@ def _checks(spec, members, errors, warnings):
         ("serve_tls_names, serve_tls_cert_file, serve_tls_key_file", lambda: _check_tls(spec, errors)),
         ("monitoring_group, monitoring_alert_thresholds, monitoring_engine, monitoring_*_exporter_src",
          lambda: _check_monitoring(spec, members, errors)),
+        ("llm_cluster_offline and what it needs", lambda: _check_offline(spec, members, errors)),
         ("serve_watchdog_*", lambda: _check_watchdog(spec, errors)),
         ("llm_cluster_fetch_retries, llm_cluster_fetch_delay", lambda: _check_fetch(spec, errors)),
         (", ".join(TUNING_VARS), lambda: _check_tuning(spec, members, errors)),
@@ -985,6 +1095,7 @@ def verdict(spec):
     serve_tls_key_file}, monitoring {standalone, group, hosts, thresholds, engine, monitoring_*_exporter_src},
     watchdog {serve_watchdog, serve_watchdog_interval, _timeout, _failures, _start_grace, _max_restarts, _window},
     fetch {llm_cluster_fetch_retries, llm_cluster_fetch_delay}, tuning {host: {prepare_tuning_* set for it}},
+    offline {host: {OFFLINE_VARS set for it}},
     cleartext_secrets {host: [vars]}, host_key_checking_off {var: {option: [hosts]}},
     variables {scope: [names]}, known_variables [names].
     Never raises: a check that fails on a value reports it as an error.

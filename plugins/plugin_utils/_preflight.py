@@ -353,6 +353,23 @@ def firewall_gaps(nodes, mode):
     return gaps
 
 
+def offline_missing(hosts, hostvars):
+    """One message per path an offline node lacks, from each host's ``__prepare_offline_stat`` (a looped stat whose
+    items are {path, what, fix}); [] when every node has everything."""
+    missing = []
+    for host in hosts:
+        try:
+            registered = hostvars[host].get("__prepare_offline_stat") or {}
+        except (KeyError, AttributeError, TypeError):
+            continue
+        for result in registered.get("results") or []:
+            if result.get("skipped") or (result.get("stat") or {}).get("exists"):
+                continue
+            item = result.get("item") or {}
+            missing.append("%s: %s is not there (%s): %s" % (host, item.get("path"), item.get("what"), item.get("fix")))
+    return missing
+
+
 def report_files(hosts):
     """Name each node's report file: ``preflight-<host>.json`` to the node's entry of the report."""
     return dict(("preflight-%s.json" % name, entry) for name, entry in sorted(hosts.items()))

@@ -276,3 +276,25 @@ def test_the_engine_s_map_wins_and_nothing_is_checked_when_nothing_is_set(nodes)
         node["comm_env"] = {"prepare_env_extra": {}, "serve_environment": {}}
     report = evaluate(nodes, SETTINGS)
     assert not [c for c in report["hosts"]["master1"]["checks"] if c["check"] == "collective interface"]
+
+
+def test_offline_missing_names_each_host_and_path_it_lacks():
+    from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._preflight import offline_missing
+    wheels = {"path": "/wheelhouse", "what": "ray_cluster_wheelhouse, the wheels", "fix": "copy the bundle there"}
+    archive = {"path": "/images/engine.tar", "what": "serve_image_archive, the engine image", "fix": "copy the tarball"}
+    hostvars = {
+        # As a looped stat registers it: one result per item.
+        "master1": {"__prepare_offline_stat": {"results": [{"item": wheels, "stat": {"exists": True}},
+                                                           {"item": archive, "stat": {"exists": True}}]}},
+        "worker1": {"__prepare_offline_stat": {"results": [{"item": wheels, "stat": {"exists": False}},
+                                                           {"item": archive, "stat": {"exists": True}}]}},
+        # Offline off for this node: the stat was skipped as a whole.
+        "worker2": {"__prepare_offline_stat": {"skipped": True, "results": []}},
+        "worker3": {},
+    }
+    assert offline_missing(["master1", "worker1", "worker2", "worker3"], hostvars) == [
+        "worker1: /wheelhouse is not there (ray_cluster_wheelhouse, the wheels): copy the bundle there"]
+    hostvars["worker2"] = {"__prepare_offline_stat": {"results": [{"item": archive, "stat": {"exists": False}}]}}
+    assert offline_missing(["worker1", "worker2"], hostvars) == [
+        "worker1: /wheelhouse is not there (ray_cluster_wheelhouse, the wheels): copy the bundle there",
+        "worker2: /images/engine.tar is not there (serve_image_archive, the engine image): copy the tarball"]
