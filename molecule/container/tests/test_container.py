@@ -1,7 +1,8 @@
 # Copyright (c) 2026 aihost.llm_cluster contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""The serve role's container runtime, run for real: Docker inside the two nodes, the engine image
-loaded from its archive on each, llm_solution's data-parallel engine in a container on each node (the
+"""The serve role's container runtime, run for real on air-gapped nodes (every egress but the cluster network
+dropped, llm_cluster_offline on; a node reaches no index and no host outside the cluster): Docker inside the two
+nodes, the engine image loaded from its archive on each, llm_solution's data-parallel engine in a container on each node (the
 worker --headless) answering the controller with the key only, both ranks serving, and the engine's
 own processes bound by their data-parallel rank. A second run keeps the containers, a changed flag
 shows its change in check mode and makes none, then recreates them (the API node first), an image that
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -95,6 +97,45 @@ def test_image_came_from_the_archive_and_no_copy_is_left(nodes):
         assert node.run("docker image inspect %s" % IMAGE).rc == 0
         # The archive was read where it lies (serve_image_archive_remote_src); nothing copied to the state directory.
         assert node.run("ls /var/lib/llm_cluster/engine/*.tar").rc != 0
+
+
+# A connection attempt from a node: "connected", or the error that stopped it.
+CONNECT = """
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()
+    print("connected")
+except OSError as exc:
+    print("refused" if isinstance(exc, ConnectionRefusedError) else "blocked %s" % exc)
+"""
+# What pip prints when it reached no index (and not, say, a TLS error from an index it did reach).
+NO_NETWORK = ("Operation not permitted", "Network is unreachable", "No route to host", "timed out",
+              "Temporary failure in name resolution", "Name or service not known", "Failed to establish a new connection")
+
+
+def test_the_nodes_reach_nothing_but_the_cluster_network(nodes):
+    """The deploy above ran air-gapped (llm_cluster_offline): a node reaches the other node, not the Docker host,
+    not the internet, and pip on it fails for want of a network."""
+    addresses = {name: node.check_output("ip -4 -o addr show dev eth0").split()[3].split("/")[0]
+                 for name, node in nodes.items()}
+    worker = nodes["ct-worker1"]
+    gateway = worker.check_output("ip -4 route show default").split()[2]
+
+    def attempt(host, port):
+        return worker.check_output("python3 -c %s %s %d" % (shlex.quote(CONNECT), host, port))
+
+    # The cluster network: Ray's port on the head, open to members.
+    assert attempt(addresses["ct-master1"], 6379) == "connected"
+    # The internet (a public resolver, PyPI's CDN) and the Docker host behind the bridge.
+    for host, port in (("1.1.1.1", 443), ("151.101.0.223", 443), (gateway, 22), (gateway, 2375)):
+        assert attempt(host, port).startswith("blocked"), (host, port)
+    for name, node in nodes.items():
+        result = node.run("/opt/llm_cluster/ray/bin/python -m pip download --no-cache-dir --no-deps --retries 0 "
+                          "--timeout 5 --index-url https://pypi.org/simple -d /tmp/llmc-egress-probe six")
+        output = result.stdout + result.stderr
+        assert result.rc != 0, (name, output)
+        assert any(text in output for text in NO_NETWORK), (name, output[-2000:])
+        assert "CERTIFICATE_VERIFY_FAILED" not in output and "Saved " not in output, (name, output[-2000:])
 
 
 def test_engine_containers_run_llm_solution_s_data_parallel_lines(nodes):
