@@ -184,3 +184,23 @@ def test_monitoring_yml_checks_the_monitoring_inputs_without_the_switch(tmp_path
     assert "UNREACHABLE" not in output
     result = run_playbook(inventory, "--tags", "always")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_offline_names_every_network_the_run_would_reach_per_node_before_any_host(tmp_path):
+    """llm_solution's config.yaml with llm_cluster_offline: its image is on a registry and Ray has no wheelhouse;
+    one node's hub model and another's pip index are named with that host (the action plugin reads each host's
+    own variables)."""
+    inventory = write_inventory(tmp_path, apply_case({
+        "set": {"llm_cluster_offline": True},
+        "host_vars": {"master1": {"model_distribution_source": "hub"},
+                      "worker1": {"serve_pip_extra_args": "--extra-index-url https://mirror.example/simple"}}}))
+    result = run_playbook(inventory, "--tags", "always")
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 2 and "Inventory validation found 4 problem(s)" in output, output[-3000:]
+    for named in ("llm_cluster_offline is on, but on every node Ray would be installed from the package index",
+                  "llm_cluster_offline is on, but on every node the engine image would be pulled from a registry",
+                  "llm_cluster_offline is on, but on host master1 model_distribution_source = 'hub'",
+                  "llm_cluster_offline is on, but on host worker1 serve_pip_extra_args = "
+                  "'--extra-index-url https://mirror.example/simple' sends pip to a network"):
+        assert named in output, (named, output[-3000:])
+    assert "UNREACHABLE" not in output
