@@ -561,7 +561,7 @@ def keep_binding(config, state, bind=rebind, undo=unbind, proc_root="/proc"):
     # Threads that ended (an engine restart ends them all) are no longer anyone's to put back.
     originals = {tid: record for tid, record in originals.items()
                  if thread_start(proc_root, record["pid"], tid) == record["start"]}
-    moved = bind(rules, originals)
+    moved = bind(rules, originals, proc_root=proc_root)
     binding["originals"] = originals
     if moved:
         binding["last_moved"] = {"at": state.get("checked_at"), "processes": moved}
