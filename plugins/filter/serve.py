@@ -94,6 +94,15 @@ def serve_unit_args(argv):
         raise AnsibleFilterError("serve_unit_args: %s" % exc)
 
 
+def serve_kv_budget(host, need_memory, disk_path, disk_bytes, reading, headroom):
+    """Messages for a node whose memory or disk cannot hold the KV-cache tiers; see plugin_utils/_serve.py."""
+    try:
+        return _serve.kv_budget_problems(host, int(need_memory or 0), disk_path, int(disk_bytes or 0), reading,
+                                         int(headroom or 0))
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("serve_kv_budget: %s" % exc)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -104,6 +113,7 @@ class FilterModule(object):
             "serve_backend": serve_backend,
             "serve_container_params": serve_container_params,
             "serve_pip_lock": serve_pip_lock,
+            "serve_kv_budget": serve_kv_budget,
             "serve_plan": serve_plan,
             "serve_status": serve_status,
             "serve_status_table": serve_status_table,

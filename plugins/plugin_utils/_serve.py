@@ -21,6 +21,7 @@ Topologies:
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 
 from ansible.module_utils.parsing.convert_bool import boolean
@@ -145,6 +146,128 @@ def _devices(node):
     return 0
 
 
+# vLLM's own switches for the KV-cache tiers (vllm/engine/arg_utils.py, vllm/config/vllm.py of 0.32): given by the
+# tier options, so not also in serve_extra_args.
+KV_TIER_FLAGS = ("--kv-transfer-config", "--kv-offloading-size", "--kv-offloading-backend")
+GIB = 1 << 30
+
+
+def _number(value, name):
+    if value in (None, ""):
+        return 0.0
+    if isinstance(value, bool):
+        raise ValueError("%s must be a number, got %r" % (name, value))
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError("%s must be a number, got %r" % (name, value))
+    if number != number or number in (float("inf"), float("-inf")) or number < 0:
+        raise ValueError("%s must be a number of 0 or more, got %r" % (name, value))
+    return number
+
+
+def kv_tiers(settings, backend, extra_args):
+    """The KV-cache tier options as engine arguments: ``(args, errors)``.
+
+    ``kv_offload_size_gib`` > 0: vLLM's native CPU tier (``--kv-offloading-size``, the total across the TP ranks
+    of one engine). With ``kv_offload_disk_path`` too: the tiering spec with a file-system tier under that path,
+    through ``--kv-transfer-config`` (``TieringOffloadingSpec``, ``secondary_tiers: [{type: fs, root_dir}]``).
+    ``prefix_caching``: auto (the engine's default, on), true or false."""
+    errors = []
+    try:
+        size = _number(settings.get("kv_offload_size_gib"), "serve_kv_offload_size_gib")
+    except ValueError as exc:
+        return [], [str(exc)]
+    disk = settings.get("kv_offload_disk_path") or ""
+    prefix = settings.get("prefix_caching")
+    prefix = "auto" if prefix in (None, "", "auto") else prefix
+    args = []
+    if prefix != "auto":
+        try:
+            prefix = boolean(prefix, strict=True)
+        except TypeError:
+            errors.append("serve_prefix_caching must be auto, true or false, got %r" % (prefix,))
+            prefix = "auto"
+        else:
+            args.append("--enable-prefix-caching" if prefix else "--no-enable-prefix-caching")
+    if not size and not disk:
+        return args, errors
+    if not isinstance(disk, str) or (disk and (not disk.startswith("/") or re.search(r"[\s\x00-\x1f\x7f]", disk))):
+        errors.append("serve_kv_offload_disk_path %r must be an absolute path without spaces or control characters"
+                      % (disk,))
+        return args, errors
+    if backend != "vllm":
+        errors.append("serve_kv_offload_size_gib and serve_kv_offload_disk_path are rendered for the vllm backend "
+                      "(vLLM's native offloading); for %s give its own offloading in serve_extra_args (vllm-ascend: "
+                      "--kv-transfer-config with its NPUOffloadingSpec)" % backend)
+    if disk and not size:
+        errors.append("serve_kv_offload_disk_path %s needs a CPU tier in front of it: set serve_kv_offload_size_gib"
+                      % disk)
+    if prefix is False:
+        errors.append("the KV-cache tiers keep prefix-cache blocks: leave serve_prefix_caching auto or true")
+    given = [str(arg).split("=", 1)[0] for arg in extra_args or []]
+    clash = [flag for flag in KV_TIER_FLAGS if flag in given]
+    if clash:
+        errors.append("serve_extra_args sets %s, which the KV-cache tier options set: use one or the other"
+                      % ", ".join(clash))
+    if errors:
+        return args, errors
+    if disk:
+        config = {"kv_connector": "OffloadingConnector", "kv_role": "kv_both",
+                  "kv_connector_extra_config": {"spec_name": "TieringOffloadingSpec",
+                                                "cpu_bytes_to_use": int(size * GIB),
+                                                "secondary_tiers": [{"type": "fs", "root_dir": disk}]}}
+        args += ["--kv-transfer-config", json.dumps(config, sort_keys=True, separators=(",", ":"))]
+    else:
+        args += ["--kv-offloading-size", ("%g" % size), "--kv-offloading-backend", "native"]
+    return args, errors
+
+
+def kv_tier_bytes(settings, topology, tp, pp, dp_local, devices):
+    """Bytes of host memory the CPU tier takes on one node at most: the whole tier of each engine on it (single,
+    one per data-parallel rank), or with Ray each worker's share (the tier is summed across the TP ranks)."""
+    size = _number(settings.get("kv_offload_size_gib"), "serve_kv_offload_size_gib")
+    if not size:
+        return 0
+    if topology == "dp":
+        return int(size * GIB) * max(int(dp_local or 1), 1)
+    if topology == "ray":
+        workers = min(max(int(devices or 0), 1), max(tp * pp, 1))
+        return int(size * GIB * workers / max(tp, 1))
+    return int(size * GIB)
+
+
+def kv_budget_problems(host, need_memory, disk_path, disk_bytes, reading, headroom):
+    """Messages for one node whose memory or disk cannot hold the KV-cache tiers; [] when they fit.
+
+    ``reading``: ``mem_available`` and ``mem_total`` (bytes, /proc/meminfo), ``engine_memory`` (bytes the running
+    engine holds now and a restart gives back; 0 when none), ``disk_free`` (bytes free where the disk tier lives,
+    or at its nearest existing parent) and ``disk_tier`` (bytes the tier's files take already)."""
+    problems = []
+    reading = reading if isinstance(reading, dict) else {}
+    if need_memory:
+        have = int(reading.get("mem_available") or 0) + int(reading.get("engine_memory") or 0) - int(headroom or 0)
+        if need_memory > have:
+            problems.append("%s: the CPU tier of the KV cache takes up to %.1f GiB here, and the node has %.1f GiB "
+                            "available (MemAvailable %.1f GiB, with the running engine's %.1f GiB, less %.1f GiB kept "
+                            "free: serve_kv_offload_headroom_bytes): lower serve_kv_offload_size_gib"
+                            % (host, need_memory / GIB, max(have, 0) / GIB, int(reading.get("mem_available") or 0) / GIB,
+                               int(reading.get("engine_memory") or 0) / GIB, int(headroom or 0) / GIB))
+    if disk_path:
+        want = int(disk_bytes or 0)
+        if want <= 0:
+            problems.append("%s: serve_kv_offload_disk_path %s is given without serve_kv_offload_disk_bytes: vLLM's "
+                            "file-system tier has no size limit of its own, so give the bytes it may fill on each node"
+                            % (host, disk_path))
+        else:
+            have = int(reading.get("disk_free") or 0) + int(reading.get("disk_tier") or 0)
+            if want > have:
+                problems.append("%s: the disk tier of the KV cache may fill %.1f GiB under %s, and %.1f GiB are free "
+                                "there (with the tier's own files): lower serve_kv_offload_disk_bytes or give a path "
+                                "on a larger disk" % (host, want / GIB, disk_path, have / GIB))
+    return problems
+
+
 def plan(nodes, settings):
     """Resolve the topology and render each node's argv.
 
@@ -222,8 +345,13 @@ def plan(nodes, settings):
     if errors:
         return result
 
+    tier_args, tier_errors = kv_tiers(settings, backend, settings.get("extra_args"))
+    if tier_errors:
+        result["errors"] += tier_errors
+        return result
+
     prefix = list(settings.get("executable") or ["vllm", "serve"])
-    common_tail = _flag_args(settings.get("flags") or {})
+    common_tail = _flag_args(settings.get("flags") or {}) + tier_args
     if settings.get("enforce_eager"):
         common_tail.append("--enforce-eager")
     if settings.get("trust_remote_code"):
@@ -235,8 +363,12 @@ def plan(nodes, settings):
 
     start = 0
     for index, node in enumerate(nodes):
+        # The CPU tier's host memory on this node: its engine's (single), each of its ranks' (dp), its Ray
+        # workers' shares (ray).
+        tier = 0 if node not in engine_nodes and topology != "ray" else kv_tier_bytes(
+            settings, topology, tp, pp, dp_local or (per_node[index] // tp if per_node[index] else 1), per_node[index])
         if node not in engine_nodes:
-            result["nodes"][node["host"]] = {"role": "ray-worker", "argv": []}
+            result["nodes"][node["host"]] = {"role": "ray-worker", "argv": [], "kv_tier_bytes": tier}
             continue
         argv = prefix + [model] + served
         entry = {"role": "api"}
@@ -267,6 +399,7 @@ def plan(nodes, settings):
             entry.update({"dp_local": local, "dp_start_rank": start})
             start += local
         entry["argv"] = argv + common_tail
+        entry["kv_tier_bytes"] = tier
         if entry["role"] == "api":
             # What only the node that serves HTTP takes (the TLS certificate and key).
             entry["argv"] += [str(a) for a in settings.get("api_args") or []]

@@ -280,19 +280,31 @@ def test_every_node_has_exactly_the_lock_s_versions(nodes):
 
 
 def test_a_plan_the_model_cannot_hold_and_a_hostile_lock_fail_before_any_change(nodes, tmp_path):
-    # One run, every problem: the model's limit and a lock that would send pip to another index.
+    # One run, every problem: the model's limit, a lock that would send pip to another index, and KV-cache tiers
+    # that no node can hold (a CPU tier of 100,000 GiB, a disk tier of 1 PB): each node named, with what it has.
     hostile = tmp_path / "engine.lock"
     hostile.write_text("ray==2.60.0\nvllm-cpu==0.32.0\n--extra-index-url http://mirror.example/simple\n",
                        encoding="utf-8")
     before = engine_pid(nodes["master1"])
     result, changed = playbook("deploy", "--tags", "serve", "-e", "serve_max_model_len=4096",
-                               "-e", "serve_pip_lock=%s" % hostile)
+                               "-e", "serve_pip_lock=%s" % hostile, "-e", json.dumps(
+                                   {"serve_kv_offload_size_gib": 100000, "serve_kv_offload_disk_path": "/srv/kv-tier",
+                                    "serve_kv_offload_disk_bytes": 10 ** 15}))
     assert result.returncode != 0
     assert ("master1: serve_max_model_len 4096 exceeds max_position_embeddings 2048 in /srv/models/tiny/config.json: "
             "lower serve_max_model_len") in result.stdout
     out = " ".join(result.stdout.split())
     assert "serve_pip_lock %s line 3: " % hostile in out
     assert "--extra-index-url http://mirror.example/simple" in out and "is not an exact pin (name==version)" in out
+    # Ray's TP 2 over nodes of 8 (fake) NPUs: each node may hold two workers, the whole tier.
+    for name in ("master1", "worker1", "worker2"):
+        assert re.search(r"%s: the CPU tier of the KV cache takes up to 100000\.0 GiB here, and the node has "
+                         r"[0-9.]+ GiB available \(MemAvailable" % name, out), (name, out[-4000:])
+        assert re.search(r"%s: the disk tier of the KV cache may fill 931322\.6 GiB under /srv/kv-tier, and "
+                         r"[0-9.]+ GiB are free there" % name, out), (name, out[-4000:])
+    assert "master1: the CPU build of vLLM has no KV-cache offloading" in out
+    for node in nodes.values():
+        assert not node.file("/srv/kv-tier").exists
     assert set(changed.values()) == {0}
     assert engine_pid(nodes["master1"]) == before
 

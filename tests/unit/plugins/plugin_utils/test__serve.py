@@ -138,7 +138,7 @@ def test_ray_topology_defaults_to_a_node_per_pipeline_stage():
     parsed = flags(plan["nodes"]["master1"]["argv"])[1]
     assert parsed["--distributed-executor-backend"] == "ray"
     assert (parsed["--tensor-parallel-size"], parsed["--pipeline-parallel-size"]) == ("8", "2")
-    assert plan["nodes"]["worker1"] == {"role": "ray-worker", "argv": []}
+    assert plan["nodes"]["worker1"] == {"role": "ray-worker", "argv": [], "kv_tier_bytes": 0}
 
 
 def test_ray_topology_larger_than_the_cluster_is_an_error():
