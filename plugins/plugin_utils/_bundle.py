@@ -136,7 +136,7 @@ def image_pin_problems(records, digests):
             continue
         held = [record["id"]] + [entry.split("@", 1)[-1] for entry in record["repo_digests"]]
         if digest not in held:
+            shown = ", ".join(record["repo_digests"]) or "none"
             problems.append("%s is %s (repository digests %s), not the pinned %s: pull the pinned image, or pin this "
-                            "one in bundle_image_digests" % (ref, record["id"], ", ".join(record["repo_digests"]) or "none",
-                                                            digest))
+                            "one in bundle_image_digests" % (ref, record["id"], shown, digest))
     return problems

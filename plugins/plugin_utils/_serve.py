@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import re
 
 from ansible.module_utils.parsing.convert_bool import boolean
@@ -161,7 +162,7 @@ def _number(value, name):
         number = float(value)
     except (TypeError, ValueError):
         raise ValueError("%s must be a number, got %r" % (name, value))
-    if number != number or number in (float("inf"), float("-inf")) or number < 0:
+    if math.isnan(number) or math.isinf(number) or number < 0:
         raise ValueError("%s must be a number of 0 or more, got %r" % (name, value))
     return number
 

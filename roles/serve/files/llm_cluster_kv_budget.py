@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) 2026 aihost.llm_cluster contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Read what the KV-cache tiers would take on this node (serve role, check step): memory and disk, as JSON.
@@ -23,7 +22,7 @@ def meminfo(path="/proc/meminfo"):
     values = {}
     with open(path, encoding="ascii") as handle:
         for line in handle:
-            name, _, rest = line.partition(":")
+            name, _sep, rest = line.partition(":")
             words = rest.split()
             if words and words[0].isdigit():
                 values[name] = int(words[0]) * (1024 if words[1:2] == ["kB"] else 1)

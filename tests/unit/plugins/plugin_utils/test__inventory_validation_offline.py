@@ -85,8 +85,8 @@ def test_no_wheelhouse_at_all_names_ray_and_the_engine():
 
 def test_the_engine_s_pip_arguments_follow_ray_s_and_are_named_too():
     errors = offline_errors(validate(spec(dict(GOOD, ray_cluster_pip_extra_args="-ihttps://mirror.example/simple"))))
-    assert [error.split(" = ")[0].rsplit(" ", 1)[-1] for error in errors] == ["ray_cluster_pip_extra_args",
-                                                                             "serve_pip_extra_args"]
+    named = [error.split(" = ")[0].rsplit(" ", 1)[-1] for error in errors]
+    assert named == ["ray_cluster_pip_extra_args", "serve_pip_extra_args"]
 
 
 def test_an_engine_already_in_the_venv_needs_no_wheels_for_it_but_ray_still_does():
@@ -106,8 +106,8 @@ def test_the_switch_off_in_any_spelling_reads_nothing():
                                         "serve_image_archive", "model_distribution_source",
                                         "model_distribution_hub_pip_extra_args"]),
                        st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=40),
-                                 st.lists(st.text(max_size=10), max_size=3), st.dictionaries(st.text(max_size=3),
-                                                                                            st.integers(), max_size=2))))
+                                 st.lists(st.text(max_size=10), max_size=3),
+                                 st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))))
 def test_any_values_get_a_verdict_not_a_traceback(values):
     found = validate(spec(dict(values, llm_cluster_offline=True)))
     assert all("could not be checked" not in error for error in found), found
