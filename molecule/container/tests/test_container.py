@@ -382,19 +382,28 @@ def test_an_image_that_differs_from_the_pinned_digest_fails_before_any_change(no
         assert not node.file(PAUSE).exists
 
 
+REQUESTS = "/usr/lib/python3/dist-packages/requests"
+
+
 def test_a_missing_driver_file_fails_before_any_change_and_creates_nothing(nodes):
-    # Docker would create a missing bind source as an empty directory; the run names it instead.
-    worker = nodes["ct-worker1"]
+    # Docker would create a missing bind source as an empty directory; the run names it instead. In the same
+    # run the head lacks the Docker modules' library, which an air-gapped node cannot fetch: named too.
+    worker, head = nodes["ct-worker1"], nodes["ct-master1"]
     before = {name: inspect(node, ENGINE)["Id"] for name, node in nodes.items()}
     worker.check_output("mv /usr/local/dcmi /usr/local/dcmi.away")
+    head.check_output("mv %s %s.away" % (REQUESTS, REQUESTS))
     try:
         result, changed = playbook("deploy", "--tags", "serve", "-e", "serve_max_num_seqs=8")
         assert not worker.file("/usr/local/dcmi").exists
+        assert not head.file(REQUESTS).exists
     finally:
         worker.check_output("mv /usr/local/dcmi.away /usr/local/dcmi")
+        head.check_output("mv %s.away %s" % (REQUESTS, REQUESTS))
     assert result.returncode != 0
     out = " ".join(result.stdout.split())
     assert "ct-worker1: the engine container takes /usr/local/dcmi from the host, and it does not exist" in out, out[-3000:]
+    assert ("ct-master1: llm_cluster_offline is on and python3-requests (the library of the Docker modules the "
+            "container runtime uses) is not installed here") in out, out[-3000:]
     assert set(changed.values()) == {0}
     assert {name: inspect(node, ENGINE)["Id"] for name, node in nodes.items()} == before
 
