@@ -130,11 +130,15 @@ def test_the_nodes_reach_nothing_but_the_cluster_network(nodes):
     for host, port in (("1.1.1.1", 443), ("151.101.0.223", 443), (gateway, 22), (gateway, 2375)):
         assert attempt(host, port).startswith("blocked"), (host, port)
     for name, node in nodes.items():
-        result = node.run("/opt/llm_cluster/ray/bin/python -m pip download --no-cache-dir --no-deps --retries 0 "
+        # -vv: pip says why it could not read the index only from that verbosity on (a TLS error where a proxy
+        # answers, as on this build machine without the drop; a connection error with it).
+        result = node.run("/opt/llm_cluster/ray/bin/python -m pip download -vv --no-cache-dir --no-deps --retries 0 "
                           "--timeout 5 --index-url https://pypi.org/simple -d /tmp/llmc-egress-probe six")
         output = result.stdout + result.stderr
-        assert result.rc != 0, (name, output)
-        assert any(text in output for text in NO_NETWORK), (name, output[-2000:])
+        assert result.rc != 0, (name, output[-2000:])
+        fetched = [line for line in output.splitlines() if line.startswith("Could not fetch URL https://pypi.org/simple/six/")]
+        assert fetched and "connection error" in fetched[0], (name, output[-2000:])
+        assert any(text in fetched[0] for text in NO_NETWORK), (name, fetched)
         assert "CERTIFICATE_VERIFY_FAILED" not in output and "Saved " not in output, (name, output[-2000:])
 
 
