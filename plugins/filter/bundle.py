@@ -59,9 +59,17 @@ def bundle_image_pin_problems(records, digests):
     return _bundle.image_pin_problems(records, digests)
 
 
+def bundle_mismatch_line(mismatch):
+    """One line for a file that does not match the bundle's manifest."""
+    if not isinstance(mismatch, dict):
+        raise AnsibleFilterError("bundle_mismatch_line expects one of model_manifest's mismatches")
+    return _bundle.mismatch_line(mismatch)
+
+
 class FilterModule(object):
     def filters(self):
         return {"bundle_image_archive": bundle_image_archive, "bundle_image_pin_problems": bundle_image_pin_problems,
                 "bundle_image_problems": bundle_image_problems, "bundle_image_records": bundle_image_records,
+                "bundle_mismatch_line": bundle_mismatch_line,
                 "bundle_pip_platforms": bundle_pip_platforms, "bundle_platform": bundle_platform,
                 "bundle_wheel_pins": bundle_wheel_pins}

@@ -140,3 +140,17 @@ def image_pin_problems(records, digests):
             problems.append("%s is %s (repository digests %s), not the pinned %s: pull the pinned image, or pin this "
                             "one in bundle_image_digests" % (ref, record["id"], shown, digest))
     return problems
+
+
+def mismatch_line(mismatch):
+    """One line for a file of a bundle that does not match its manifest (model_manifest's ``mismatches``)."""
+    reason, path = mismatch.get("reason"), mismatch.get("path")
+    if reason == "missing":
+        return "%s is missing (%s bytes expected)" % (path, mismatch.get("expected"))
+    if reason == "size":
+        return "%s has %s bytes, the manifest %s" % (path, mismatch.get("found"), mismatch.get("expected"))
+    if reason == "sha256":
+        return "%s is damaged: SHA-256 %s, the manifest %s" % (path, mismatch.get("found"), mismatch.get("expected"))
+    if reason == "extra":
+        return "%s is not in the manifest (%s bytes): added after the bundle was built" % (path, mismatch.get("found"))
+    return "%s: %s" % (path, reason)

@@ -84,6 +84,29 @@ def test_the_bundle_holds_the_pinned_wheels_and_a_manifest_that_recomputes(tmp_p
     result, changed = bundle(INVENTORY, *args)
     assert result.returncode == 0 and set(changed.values()) == {0}, result.stdout[-3000:]
     assert {path: os.stat(content / path).st_mtime_ns for path in on_disk} == before
+    # After it crossed to the air-gapped side: verified as it is, nothing written ...
+    verify = ["-e", "bundle_dir=%s" % target, "-e", "bundle_verify=true"]
+    result, changed = bundle(INVENTORY, *verify)
+    out = " ".join(result.stdout.split())
+    assert result.returncode == 0 and set(changed.values()) == {0}, result.stdout[-3000:]
+    assert "every file of its manifest is there and matches (%d bytes, digest %s)" % (
+        manifest["total_bytes"], manifest["digest"]) in out, out[-3000:]
+    assert not (content / ".llm_cluster-verified.json").exists()
+    # ... then one wheel damaged (a byte changed, the same size), the lock gone, a file added: each named.
+    damaged = platform / wheel("msgpack")
+    data = bytearray(damaged.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    (platform / "engine-lock.txt").unlink()
+    (platform / "six-1.16.0-py2.py3-none-any.whl").write_bytes(b"not from the bundle")
+    result, changed = bundle(INVENTORY, *verify)
+    out = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert "The bundle %s does not match its MANIFEST.json (digest %s):" % (target, manifest["digest"]) in out, out[-3000:]
+    assert "wheels/x86_64-py3.11/%s is damaged: SHA-256 %s, the manifest " % (
+        wheel("msgpack"), hashlib.sha256(bytes(data)).hexdigest()) in out, out[-3000:]
+    assert "wheels/x86_64-py3.11/engine-lock.txt is missing" in out
+    assert "wheels/x86_64-py3.11/six-1.16.0-py2.py3-none-any.whl is not in the manifest (19 bytes)" in out
 
 
 def test_bad_platforms_are_named_per_node_and_nothing_is_written(tmp_path):

@@ -112,3 +112,15 @@ def test_images_found_by_their_tags_as_docker_lists_them_and_checked_against_pin
     problems = _bundle.image_pin_problems(records, {"quay.io/ascend/vllm-ascend:v0.9.1": IMAGE_ID})
     assert problems == ["quay.io/ascend/vllm-ascend:v0.9.1 is sha256:%s (repository digests none), not the pinned %s: "
                         "pull the pinned image, or pin this one in bundle_image_digests" % ("ef" * 32, IMAGE_ID)]
+
+
+@pytest.mark.parametrize("mismatch, line", [
+    ({"path": "a.whl", "reason": "missing", "expected": 10, "found": None}, "a.whl is missing (10 bytes expected)"),
+    ({"path": "a.whl", "reason": "size", "expected": 10, "found": 9}, "a.whl has 9 bytes, the manifest 10"),
+    ({"path": "a.whl", "reason": "sha256", "expected": "ab", "found": "cd"}, "a.whl is damaged: SHA-256 cd, the manifest ab"),
+    ({"path": "b.whl", "reason": "extra", "expected": None, "found": 3},
+     "b.whl is not in the manifest (3 bytes): added after the bundle was built"),
+])
+def test_each_file_that_does_not_match_the_manifest_gets_one_line(mismatch, line):
+    assert _bundle.mismatch_line(mismatch) == line
+    assert bundle_filter.FilterModule().filters()["bundle_mismatch_line"](mismatch) == line
