@@ -40,13 +40,6 @@ def bundle_image_problems(refs, digests):
     return _bundle.image_problems(refs, digests)
 
 
-def bundle_image_archive(ref):
-    """The path of an image's archive under the bundle's content."""
-    if not isinstance(ref, str):
-        raise AnsibleFilterError("bundle_image_archive expects an image name:tag, got %s" % type(ref).__name__)
-    return _bundle.image_archive(ref)
-
-
 def bundle_image_records(refs, images):
     """{ref: {ref, id, repo_digests, archive}} of the images found on the controller (docker_image_info's images)."""
     if not isinstance(refs, list) or not isinstance(images, list):
@@ -68,7 +61,7 @@ def bundle_mismatch_line(mismatch):
 
 class FilterModule(object):
     def filters(self):
-        return {"bundle_image_archive": bundle_image_archive, "bundle_image_pin_problems": bundle_image_pin_problems,
+        return {"bundle_image_pin_problems": bundle_image_pin_problems,
                 "bundle_image_problems": bundle_image_problems, "bundle_image_records": bundle_image_records,
                 "bundle_mismatch_line": bundle_mismatch_line,
                 "bundle_pip_platforms": bundle_pip_platforms, "bundle_platform": bundle_platform,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _inventory_validation
+
 ARCHES = ("x86_64", "aarch64")
 # The oldest glibc of a manylinux_2_x tag pip is given (manylinux2014 is 2.17).
 OLDEST_GLIBC = 17
@@ -70,12 +72,17 @@ def wheel_pins(filenames, where="the bundle"):
     return ["%s==%s" % item for item in sorted(found.items())]
 
 
-# Docker's reference grammar: an optional registry host[:port], lowercase path components, a tag; no digest form
-# (an archive is saved by name, its ID and repository digests are recorded beside it).
-_IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_IMAGE_REF = re.compile(r"^(?:[A-Za-z0-9.-]+(?::[0-9]{1,5})?/)?%s(?:/%s)*:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
-                        % (_IMAGE_COMPONENT, _IMAGE_COMPONENT), re.ASCII)
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def _is_image_ref(ref):
+    """An image name with its tag, by the grammar the inventory's image_name and image_tag are checked with (no
+    digest form: an archive is saved by name, its ID and repository digests are recorded beside it)."""
+    if not isinstance(ref, str):
+        return False
+    name, _sep, tag = ref.rpartition(":")
+    return bool(name) and "/" not in tag and bool(_inventory_validation.IMAGE_NAME_RE.fullmatch(name)) \
+        and bool(_inventory_validation.IMAGE_TAG_RE.fullmatch(tag))
 
 
 def image_problems(refs, digests):
@@ -85,7 +92,7 @@ def image_problems(refs, digests):
         return ["bundle_images must be a list of image names with their tag (name:tag), not %s" % type(refs).__name__]
     problems = []
     for ref in refs:
-        if not isinstance(ref, str) or not _IMAGE_REF.match(ref):
+        if not _is_image_ref(ref):
             problems.append("bundle_images: %r is not an image name with its tag (for example "
                             "quay.io/ascend/vllm-ascend:v0.9.1; the ID and digests are recorded, pin them in "
                             "bundle_image_digests)" % (ref,))

@@ -26,6 +26,8 @@ import shlex
 import os
 import unicodedata
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _monitoring
 
 BACKEND_TYPES = ("MindFormers", "Native")
@@ -36,10 +38,10 @@ PORT_EXAMPLES = {"ray_port": 6379, "llm_port": 8000, "dp_port": 12570}
 _GROUP_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 _IFNAME_RE = re.compile(r"[A-Za-z0-9_.:@-]{1,15}", re.ASCII)
 _CONTAINER_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", re.ASCII)
-_IMAGE_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", re.ASCII)
+IMAGE_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", re.ASCII)
 # Docker's reference grammar: an optional registry host[:port], then lowercase path components.
 _IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_IMAGE_NAME_RE = re.compile(r"(?:[A-Za-z0-9.-]+(?::[0-9]{1,5})?/)?%s(?:/%s)*" % (_IMAGE_COMPONENT, _IMAGE_COMPONENT),
+IMAGE_NAME_RE = re.compile(r"(?:[A-Za-z0-9.-]+(?::[0-9]{1,5})?/)?%s(?:/%s)*" % (_IMAGE_COMPONENT, _IMAGE_COMPONENT),
                             re.ASCII)
 _DIGITS_RE = re.compile(r"[0-9]{1,18}", re.ASCII)
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
@@ -498,7 +500,7 @@ def _check_container(spec, errors):
     elif isinstance(tag, int) and not (0 <= tag and tag.bit_length() <= 64):
         errors.append("image_tag = %s is not a valid image tag: quote the tag as a string, e.g. image_tag: \"20250717\"."
                       % _show(tag))
-    elif isinstance(tag, str) and not _IMAGE_TAG_RE.fullmatch(tag):
+    elif isinstance(tag, str) and not IMAGE_TAG_RE.fullmatch(tag):
         errors.append("image_tag = %s is not a valid image tag: use letters, digits, '_', '.', '-' (e.g. 20250717)."
                       % _show(tag))
     image = container.get("image_name")
@@ -507,7 +509,7 @@ def _check_container(spec, errors):
     if isinstance(image, str) and image and ":" in image.rsplit("/", 1)[-1] and not _bad_chars(image):
         errors.append("image_name = %s: give the repository without a tag (the tag goes in image_tag), "
                       "e.g. hub.oepkgs.net/oedeploy/openeuler/aarch64/mindspore." % _show(image))
-    elif not isinstance(image, str) or not _IMAGE_NAME_RE.fullmatch(image):
+    elif not isinstance(image, str) or not IMAGE_NAME_RE.fullmatch(image):
         errors.append("image_name = %s is not an image repository (lowercase path components, an optional "
                       "registry host first, no spaces or control characters), e.g. "
                       "hub.oepkgs.net/oedeploy/openeuler/aarch64/mindspore." % _show(image))
@@ -605,8 +607,11 @@ _PIP_INDEX_OPTIONS = ("-i", "--index-url", "--extra-index-url", "--trusted-host"
 
 
 def _truthy(value):
-    return value is True or (isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1")) or \
-        (isinstance(value, int) and not isinstance(value, bool) and value == 1)
+    """Ansible's reading of a boolean (yes, on, 1, true...); anything it cannot read is false."""
+    try:
+        return boolean(value, strict=True)
+    except TypeError:
+        return False
 
 
 def offline_settings(given):
@@ -637,7 +642,7 @@ def offline_settings(given):
             else text("ray_cluster_pip_extra_args"),
             "model_distribution_hub_pip_extra_args": text("model_distribution_hub_pip_extra_args"),
         },
-        "serve_install": values.get("serve_install", True) not in (False, "false", "False", "no", 0),
+        "serve_install": _truthy(values.get("serve_install", True)),
         "runtime": runtime,
         "serve_image_archive": text("serve_image_archive"),
         "model_distribution_source": text("model_distribution_source", "node"),

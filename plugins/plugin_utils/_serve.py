@@ -168,7 +168,7 @@ def _number(value, name):
 
 
 def kv_tiers(settings, backend, extra_args):
-    """The KV-cache tier options as engine arguments: ``(args, errors)``.
+    """The KV-cache tier options as engine arguments: ``(args, size in GiB, errors)``.
 
     ``kv_offload_size_gib`` > 0: vLLM's native CPU tier (``--kv-offloading-size``, the total across the TP ranks
     of one engine). With ``kv_offload_disk_path`` too: the tiering spec with a file-system tier under that path,
@@ -178,7 +178,7 @@ def kv_tiers(settings, backend, extra_args):
     try:
         size = _number(settings.get("kv_offload_size_gib"), "serve_kv_offload_size_gib")
     except ValueError as exc:
-        return [], [str(exc)]
+        return [], 0, [str(exc)]
     disk = settings.get("kv_offload_disk_path") or ""
     prefix = settings.get("prefix_caching")
     prefix = "auto" if prefix in (None, "", "auto") else prefix
@@ -192,11 +192,11 @@ def kv_tiers(settings, backend, extra_args):
         else:
             args.append("--enable-prefix-caching" if prefix else "--no-enable-prefix-caching")
     if not size and not disk:
-        return args, errors
+        return args, size, errors
     if not isinstance(disk, str) or (disk and (not disk.startswith("/") or re.search(r"[\s\x00-\x1f\x7f]", disk))):
         errors.append("serve_kv_offload_disk_path %r must be an absolute path without spaces or control characters"
                       % (disk,))
-        return args, errors
+        return args, size, errors
     if backend != "vllm":
         errors.append("serve_kv_offload_size_gib and serve_kv_offload_disk_path are rendered for the vllm backend "
                       "(vLLM's native offloading); for %s give its own offloading in serve_extra_args (vllm-ascend: "
@@ -212,7 +212,7 @@ def kv_tiers(settings, backend, extra_args):
         errors.append("serve_extra_args sets %s, which the KV-cache tier options set: use one or the other"
                       % ", ".join(clash))
     if errors:
-        return args, errors
+        return args, size, errors
     if disk:
         config = {"kv_connector": "OffloadingConnector", "kv_role": "kv_both",
                   "kv_connector_extra_config": {"spec_name": "TieringOffloadingSpec",
@@ -221,39 +221,48 @@ def kv_tiers(settings, backend, extra_args):
         args += ["--kv-transfer-config", json.dumps(config, sort_keys=True, separators=(",", ":"))]
     else:
         args += ["--kv-offloading-size", ("%g" % size), "--kv-offloading-backend", "native"]
-    return args, errors
+    return args, size, errors
 
 
-def kv_tier_bytes(settings, topology, tp, pp, dp_local, devices):
-    """Bytes of host memory the CPU tier takes on one node at most: the whole tier of each engine on it (single,
-    one per data-parallel rank), or with Ray each worker's share (the tier is summed across the TP ranks)."""
-    size = _number(settings.get("kv_offload_size_gib"), "serve_kv_offload_size_gib")
-    if not size:
+def kv_tier_bytes(size_gib, topology, tp, pp, dp_local, devices):
+    """Bytes of host memory a CPU tier of ``size_gib`` takes on one node at most: the whole tier of each engine on
+    it (single, one per data-parallel rank), or with Ray each worker's share (the tier is summed across the TP
+    ranks)."""
+    if not size_gib:
         return 0
     if topology == "dp":
-        return int(size * GIB) * max(int(dp_local or 1), 1)
+        return int(size_gib * GIB) * max(int(dp_local or 1), 1)
     if topology == "ray":
         workers = min(max(int(devices or 0), 1), max(tp * pp, 1))
-        return int(size * GIB * workers / max(tp, 1))
-    return int(size * GIB)
+        return int(size_gib * GIB * workers / max(tp, 1))
+    return int(size_gib * GIB)
+
+
+def _reading_bytes(value):
+    """A byte count read from the node: 0 for none, for text systemd prints without accounting ("[not set]") and
+    for its "infinity" (2^64 - 1)."""
+    text = str(value).strip() if value is not None else ""
+    return int(text) if text.isdigit() and int(text) < (1 << 63) else 0
 
 
 def kv_budget_problems(host, need_memory, disk_path, disk_bytes, reading, headroom):
     """Messages for one node whose memory or disk cannot hold the KV-cache tiers; [] when they fit.
 
-    ``reading``: ``mem_available`` and ``mem_total`` (bytes, /proc/meminfo), ``engine_memory`` (bytes the running
-    engine holds now and a restart gives back; 0 when none), ``disk_free`` (bytes free where the disk tier lives,
-    or at its nearest existing parent) and ``disk_tier`` (bytes the tier's files take already)."""
+    ``reading``: ``mem_available`` (bytes, /proc/meminfo), ``engine_memory`` (bytes the running engine's unit holds
+    now and a restart gives back; 0 when none), ``disk_free`` (bytes free where the disk tier lives, or at its
+    nearest existing parent) and ``disk_tier`` (bytes the tier's files take already). A value that is no byte
+    count (systemd's "[not set]", its "infinity", None) counts as 0."""
     problems = []
-    reading = reading if isinstance(reading, dict) else {}
+    reading = {name: _reading_bytes(value) for name, value in (reading if isinstance(reading, dict) else {}).items()}
+    available, engine = reading.get("mem_available", 0), reading.get("engine_memory", 0)
     if need_memory:
-        have = int(reading.get("mem_available") or 0) + int(reading.get("engine_memory") or 0) - int(headroom or 0)
+        have = available + engine - int(headroom or 0)
         if need_memory > have:
             problems.append("%s: the CPU tier of the KV cache takes up to %.1f GiB here, and the node has %.1f GiB "
                             "available (MemAvailable %.1f GiB, with the running engine's %.1f GiB, less %.1f GiB kept "
                             "free: serve_kv_offload_headroom_bytes): lower serve_kv_offload_size_gib"
-                            % (host, need_memory / GIB, max(have, 0) / GIB, int(reading.get("mem_available") or 0) / GIB,
-                               int(reading.get("engine_memory") or 0) / GIB, int(headroom or 0) / GIB))
+                            % (host, need_memory / GIB, max(have, 0) / GIB, available / GIB, engine / GIB,
+                               int(headroom or 0) / GIB))
     if disk_path:
         want = int(disk_bytes or 0)
         if want <= 0:
@@ -261,7 +270,7 @@ def kv_budget_problems(host, need_memory, disk_path, disk_bytes, reading, headro
                             "file-system tier has no size limit of its own, so give the bytes it may fill on each node"
                             % (host, disk_path))
         else:
-            have = int(reading.get("disk_free") or 0) + int(reading.get("disk_tier") or 0)
+            have = reading.get("disk_free", 0) + reading.get("disk_tier", 0)
             if want > have:
                 problems.append("%s: the disk tier of the KV cache may fill %.1f GiB under %s, and %.1f GiB are free "
                                 "there (with the tier's own files): lower serve_kv_offload_disk_bytes or give a path "
@@ -346,7 +355,7 @@ def plan(nodes, settings):
     if errors:
         return result
 
-    tier_args, tier_errors = kv_tiers(settings, backend, settings.get("extra_args"))
+    tier_args, tier_gib, tier_errors = kv_tiers(settings, backend, settings.get("extra_args"))
     if tier_errors:
         result["errors"] += tier_errors
         return result
@@ -367,7 +376,7 @@ def plan(nodes, settings):
         # The CPU tier's host memory on this node: its engine's (single), each of its ranks' (dp), its Ray
         # workers' shares (ray).
         tier = 0 if node not in engine_nodes and topology != "ray" else kv_tier_bytes(
-            settings, topology, tp, pp, dp_local or (per_node[index] // tp if per_node[index] else 1), per_node[index])
+            tier_gib, topology, tp, pp, dp_local or (per_node[index] // tp if per_node[index] else 1), per_node[index])
         if node not in engine_nodes:
             result["nodes"][node["host"]] = {"role": "ray-worker", "argv": [], "kv_tier_bytes": tier}
             continue

@@ -6,11 +6,14 @@ with the roles' defaults applied where the inventory is silent; hostile pip argu
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
+import yaml
 from hypothesis import given, settings, strategies as st
 
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._inventory_validation import (
+    WHEELHOUSE_CACHE,
     offline_problems,
     offline_settings,
     validate,
@@ -111,3 +114,12 @@ def test_the_switch_off_in_any_spelling_reads_nothing():
 def test_any_values_get_a_verdict_not_a_traceback(values):
     found = validate(spec(dict(values, llm_cluster_offline=True)))
     assert all("could not be checked" not in error for error in found), found
+
+
+def test_the_validator_s_wheelhouse_copy_is_where_ray_cluster_puts_it_and_serve_reads_it():
+    # Three places name the node's copy of ray_cluster_wheelhouse_src: they must agree.
+    roles = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles")
+    with open(os.path.join(roles, "ray_cluster", "vars", "main.yml"), encoding="utf-8") as handle:
+        assert yaml.safe_load(handle)["__ray_cluster_wheelhouse_cache"] == WHEELHOUSE_CACHE
+    with open(os.path.join(roles, "serve", "defaults", "main.yml"), encoding="utf-8") as handle:
+        assert "'%s'" % WHEELHOUSE_CACHE in yaml.safe_load(handle)["serve_wheelhouse"]

@@ -97,6 +97,10 @@ def test_the_budget_names_the_host_and_counts_what_a_restart_gives_back():
                            "there (with the tier's own files): lower serve_kv_offload_disk_bytes or give a path on a "
                            "larger disk")
     assert "has no size limit of its own" in _serve.kv_budget_problems("n1", 0, "/nvme/kv", 0, reading, 0)[0]
+    # systemd's MemoryCurrent without accounting, or its infinity, adds nothing.
+    for engine in ("[not set]", str((1 << 64) - 1), None):
+        assert "the node has 16.0 GiB available" in _serve.kv_budget_problems(
+            "n1", 27 * GIB, "", 0, dict(reading, engine_memory=engine), 4 * GIB)[0]
     # A reading that failed (the task's output missing): every byte counts as missing, nothing raises.
     assert len(_serve.kv_budget_problems("n1", GIB, "/nvme/kv", GIB, None, 0)) == 2
     assert serve_filter.FilterModule().filters()["serve_kv_budget"]("n1", "0", "", "0", {}, "0") == []
