@@ -42,7 +42,7 @@ IMAGE_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", re.ASCII)
 # Docker's reference grammar: an optional registry host[:port], then lowercase path components.
 _IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 IMAGE_NAME_RE = re.compile(r"(?:[A-Za-z0-9.-]+(?::[0-9]{1,5})?/)?%s(?:/%s)*" % (_IMAGE_COMPONENT, _IMAGE_COMPONENT),
-                            re.ASCII)
+                           re.ASCII)
 _DIGITS_RE = re.compile(r"[0-9]{1,18}", re.ASCII)
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 # useradd's default NAME_REGEX, at most 32 characters.
