@@ -11,6 +11,7 @@ import yaml
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _bundle
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _inventory_validation as validation
 
 try:
@@ -202,6 +203,16 @@ class ActionModule(ActionBase):
             variables.setdefault(scope, []).append(name)
         return secrets, variables, host_keys
 
+    def _engine_image(self, host_vars):
+        """The node's engine image as name:tag, as the serve role reads it (serve_image, else image_name and
+        image_tag); "" on the host runtime."""
+        runtime = self._template(host_vars.get("serve_runtime", "auto"))
+        image = self._template(host_vars.get("serve_image", "")) or ""
+        if not image and host_vars.get("image_name"):
+            image = "%s:%s" % (self._template(host_vars.get("image_name")),
+                               self._template(host_vars.get("image_tag", "latest")))
+        return "" if runtime == "host" or not isinstance(image, str) else image
+
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
@@ -241,6 +252,12 @@ class ActionModule(ActionBase):
                 # What the offline gate reads (the role defaults are applied by the validator).
                 spec["offline"][host] = {name: self._template(host_vars.get(name))
                                          for name in validation.OFFLINE_VARS if name in host_vars}
+                bundle = spec["offline"][host].get("llm_cluster_bundle")
+                if isinstance(bundle, str) and bundle.strip():
+                    # What the bundle gives this node (as the roles' defaults read it), and what it lacks.
+                    items, problems = _bundle.resolve(bundle.strip(), host, self._engine_image(host_vars),
+                                                      check_files=True)
+                    spec["offline"][host]["__bundle"] = {"items": items, "problems": problems}
             except Exception as exc:  # pylint: disable=broad-except
                 spec["addresses"][host] = "<cannot be read: %s>" % exc
         defaults = role_defaults()

@@ -8,6 +8,8 @@ Pure functions (no Ansible objects), used by the ``bundle_*`` filters.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _inventory_validation
@@ -161,3 +163,134 @@ def mismatch_line(mismatch):
     if reason == "extra":
         return "%s is not in the manifest (%s bytes): added after the bundle was built" % (path, mismatch.get("found"))
     return "%s: %s" % (path, reason)
+
+
+# The items a node takes from a bundle (llm_cluster_bundle), as the roles' defaults read them.
+ITEMS = ("wheels", "lock", "image_archive", "image_id", "model", "platform")
+
+
+def _listed(document):
+    """{path under the content: size} of a manifest's files; {} when it lists none."""
+    files = document.get("files") if isinstance(document, dict) else None
+    return {entry["path"]: entry.get("size") for entry in files or []
+            if isinstance(entry, dict) and isinstance(entry.get("path"), str)}
+
+
+def node_items(document, host, image="", bundle="the bundle"):
+    """What a built bundle (its MANIFEST.json, parsed) gives one node, and what it lacks for it.
+
+    Returns ``({"platform", "wheels", "lock", "image_archive", "image_id", "model"}, problems)``: paths relative to
+    the bundle's directory ("" where the bundle has none). The node's platform is the one whose nodes name it, or
+    the only one; ``image`` (name:tag, "" on the host runtime) must be among the bundle's images. Problems are
+    messages naming the node and the fix; the sizes of the files are checked by ``missing_files``.
+    """
+    items = dict.fromkeys(ITEMS, "")
+    if not isinstance(document, dict) or document.get("version") != 1 or not isinstance(document.get("files"), list):
+        return items, ["%s has no MANIFEST.json of a bundle (version 1, with its files): build it with ./deploy.sh "
+                       "bundle -e bundle_dir=%s" % (bundle, bundle)]
+    problems = []
+    content = document.get("content") if isinstance(document.get("content"), str) else "content"
+    listed = _listed(document)
+    platforms = document.get("platforms") if isinstance(document.get("platforms"), dict) else {}
+    named = sorted(name for name, hosts in platforms.items() if isinstance(hosts, list) and host in hosts)
+    if named:
+        items["platform"] = named[0]
+    elif len(platforms) == 1:
+        items["platform"] = next(iter(platforms))
+    else:
+        problems.append("%s is in none of the platforms of %s (%s): build the bundle with this inventory, so that "
+                        "it names this node's platform" % (host, bundle, ", ".join(sorted(platforms)) or "none"))
+    if items["platform"]:
+        items["wheels"] = "%s/wheels/%s" % (content, items["platform"])
+        lock = "wheels/%s/engine-lock.txt" % items["platform"]
+        if lock in listed:
+            items["lock"] = "%s/%s" % (content, lock)
+    if image:
+        records = [record for record in document.get("images") or [] if isinstance(record, dict)
+                   and _normal(str(record.get("ref", ""))) == _normal(image)]
+        if records and records[0].get("archive") in listed:
+            items["image_archive"] = "%s/%s" % (content, records[0]["archive"])
+            items["image_id"] = str(records[0].get("id") or "")
+        else:
+            shown = ", ".join(sorted(str(record.get("ref")) for record in document.get("images") or []
+                                     if isinstance(record, dict))) or "none"
+            problems.append("%s runs the engine image %s, which %s does not hold (it holds %s): add it to "
+                            "bundle_images and build the bundle again" % (host, image, bundle, shown))
+    model = document.get("model")
+    if isinstance(model, dict) and isinstance(model.get("path"), str) and model["path"]:
+        items["model"] = "%s/%s" % (content, model["path"])
+    return items, problems
+
+
+def node_files(document, items):
+    """{path under the bundle's directory: size} of every file of the manifest that a node with these items takes
+    (its platform's wheels, its image's archive, the model)."""
+    if not isinstance(document, dict):
+        return {}
+    content = document.get("content") if isinstance(document.get("content"), str) else "content"
+    prefixes = [items[name][len(content) + 1:] + "/" for name in ("wheels", "model") if items.get(name)]
+    wanted = {}
+    for path, size in _listed(document).items():
+        if any(path.startswith(prefix) for prefix in prefixes) or (
+                items.get("image_archive") and "%s/%s" % (content, path) == items["image_archive"]):
+            wanted["%s/%s" % (content, path)] = size
+    return wanted
+
+
+def missing_files(sizes_found, wanted, bundle="the bundle"):
+    """Messages for the files a node takes from a bundle that are not there, or not of the manifest's size
+    (``sizes_found``: path -> size on the controller, None when absent). The hashes are bundle_verify's."""
+    problems = []
+    for path, size in sorted(wanted.items()):
+        found = sizes_found.get(path)
+        if found is None:
+            problems.append("%s/%s is missing" % (bundle, path))
+        elif size is not None and found != size:
+            problems.append("%s/%s has %s bytes, its MANIFEST.json %s" % (bundle, path, found, size))
+    return problems
+
+
+_MANIFESTS = {}
+
+
+def read_manifest(bundle):
+    """The parsed MANIFEST.json of the bundle directory ``bundle`` on the controller (kept while the file is
+    unchanged), or ``(None, why)``."""
+    path = os.path.join(str(bundle), "MANIFEST.json")
+    try:
+        stat = os.stat(path)
+        key = (path, stat.st_mtime_ns, stat.st_size)
+        if key not in _MANIFESTS:
+            with open(path, "rb") as handle:
+                _MANIFESTS.clear()
+                _MANIFESTS[key] = json.loads(handle.read().decode("utf-8"))
+        return _MANIFESTS[key], ""
+    except OSError as exc:
+        return None, "%s cannot be read (%s)" % (path, exc.strerror or exc)
+    except ValueError as exc:
+        return None, "%s is not JSON (%s)" % (path, exc)
+
+
+def resolve(bundle, host, image="", check_files=False):
+    """What the bundle directory ``bundle`` (on the controller) gives ``host``: absolute paths (and the image's ID),
+    "" where it has none, and the problems, named with the node and the fix. With ``check_files``, every file the
+    node takes is looked for, with its manifest size."""
+    bundle = str(bundle).rstrip("/") or "/"
+    document, why = read_manifest(bundle)
+    if document is None:
+        return dict.fromkeys(ITEMS, ""), ["llm_cluster_bundle %s: %s: build it with ./deploy.sh bundle -e bundle_dir=%s, "
+                                          "or give the directory that holds MANIFEST.json" % (bundle, why, bundle)]
+    items, problems = node_items(document, host, image, "llm_cluster_bundle " + bundle)
+    if check_files:
+        wanted = node_files(document, items)
+        found = {}
+        for path in wanted:
+            try:
+                found[path] = os.stat(os.path.join(bundle, path)).st_size
+            except OSError:
+                found[path] = None
+        problems += ["%s needs %s: check the copy with ./deploy.sh bundle -e bundle_dir=%s -e bundle_verify=true"
+                     % (host, line, bundle) for line in missing_files(found, wanted, bundle)[:10]]
+    resolved = {name: (os.path.join(bundle, value) if value and name not in ("image_id", "platform") else value)
+                for name, value in items.items()}
+    return resolved, problems

@@ -597,7 +597,7 @@ def _check_monitoring(spec, members, errors):
 
 # The variables the offline gate reads per node (host_vars may differ); the role
 # defaults are applied by offline_settings().
-OFFLINE_VARS = ("llm_cluster_offline", "ray_cluster_wheelhouse", "ray_cluster_wheelhouse_src", "ray_cluster_pip_extra_args",
+OFFLINE_VARS = ("llm_cluster_offline", "llm_cluster_bundle", "ray_cluster_wheelhouse", "ray_cluster_wheelhouse_src", "ray_cluster_pip_extra_args",
                 "serve_wheelhouse", "serve_pip_extra_args", "serve_install", "serve_runtime", "image_name", "serve_image",
                 "serve_image_archive", "model_distribution_source", "model_distribution_hub_pip_extra_args")
 # Where ray_cluster copies ray_cluster_wheelhouse_src when ray_cluster_wheelhouse is "" (roles/ray_cluster/vars).
@@ -622,7 +622,12 @@ def offline_settings(given):
         value = values.get(name, default)
         return value.strip() if isinstance(value, str) else ("" if value is None else value)
 
-    wheelhouse, wheelhouse_src = text("ray_cluster_wheelhouse"), text("ray_cluster_wheelhouse_src")
+    # A bundle (llm_cluster_bundle) turns offline on and, where the node does not set them, gives the wheelhouse,
+    # the image archive and the model, as the roles' defaults read it (the action plugin resolved it: __bundle).
+    bundle = text("llm_cluster_bundle")
+    items = (values.get("__bundle") or {}).get("items") or {} if bundle else {}
+    wheelhouse = text("ray_cluster_wheelhouse")
+    wheelhouse_src = text("ray_cluster_wheelhouse_src") if "ray_cluster_wheelhouse_src" in values else items.get("wheels", "")
     image = text("serve_image", "")
     if not image and text("image_name"):
         image = "%s" % text("image_name")
@@ -630,7 +635,9 @@ def offline_settings(given):
     if runtime == "auto":
         runtime = "container" if image else "host"
     return {
-        "offline": _truthy(values.get("llm_cluster_offline", False)),
+        "offline": _truthy(values["llm_cluster_offline"]) if "llm_cluster_offline" in values else bool(bundle),
+        "bundle": bundle,
+        "bundle_problems": list((values.get("__bundle") or {}).get("problems") or []) if bundle else [],
         "ray_cluster_wheelhouse": wheelhouse,
         "ray_cluster_wheelhouse_src": wheelhouse_src,
         # serve_wheelhouse follows the node's copy of the wheels (roles/serve/defaults).
@@ -644,8 +651,10 @@ def offline_settings(given):
         },
         "serve_install": _truthy(values.get("serve_install", True)),
         "runtime": runtime,
-        "serve_image_archive": text("serve_image_archive"),
-        "model_distribution_source": text("model_distribution_source", "node"),
+        "serve_image_archive": text("serve_image_archive") if "serve_image_archive" in values
+        else items.get("image_archive", ""),
+        "model_distribution_source": text("model_distribution_source",
+                                          "controller" if items.get("model") else "node"),
     }
 
 
@@ -700,11 +709,16 @@ def _check_offline(spec, members, errors):
     """In offline mode (llm_cluster_offline), nothing the run does may need the package index, a registry or a hub."""
     given = _dict(spec, "offline")
     found = {}
+    bundles = {}
     for host in members:
-        for message in offline_problems(offline_settings(given.get(host))):
+        settings = offline_settings(given.get(host))
+        for message in offline_problems(settings):
             found.setdefault(message, []).append(host)
+        for message in settings["bundle_problems"]:
+            bundles.setdefault(message, None)
     for message, hosts in found.items():
         errors.append("llm_cluster_offline is on, but on %s %s" % (_where(hosts, members), message))
+    errors.extend(bundles)
 
 
 # (variable, lowest, highest, what it is, a good value) of the watchdog's whole numbers.

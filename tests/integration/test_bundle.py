@@ -51,9 +51,15 @@ def test_the_bundle_holds_the_pinned_wheels_and_a_manifest_that_recomputes(tmp_p
     lock = tmp_path / "engine.lock"
     lock.write_text("# pip freeze\nray==%s\nmsgpack==%s\n" % (RAY, msgpack), encoding="utf-8")
     target = tmp_path / "bundle"
+    # A model directory on the controller, carried in the bundle.
+    model = tmp_path / "models" / "tiny-llama"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text('{"model_type": "llama"}\n', encoding="utf-8")
+    (model / "model.safetensors").write_bytes(os.urandom(4096))
     # No image: llm_solution's image_name is on a registry this machine does not reach (the next test saves one).
     args = ["-e", "bundle_dir=%s" % target, "-e", "bundle_platform=x86_64/3.11", "-e", "serve_pip_lock=%s" % lock,
-            "-e", "bundle_pip_args='--no-index --find-links %s'" % WHEELHOUSE, "-e", '{"bundle_images": []}']
+            "-e", "bundle_pip_args='--no-index --find-links %s'" % WHEELHOUSE, "-e", '{"bundle_images": []}',
+            "-e", "bundle_model=%s/" % model]
     # Check mode writes nothing on the controller either.
     result, changed = bundle(INVENTORY, "--check", *args)
     assert result.returncode == 0 and not target.exists(), result.stdout[-3000:]
@@ -63,6 +69,8 @@ def test_the_bundle_holds_the_pinned_wheels_and_a_manifest_that_recomputes(tmp_p
     content = target / "content"
     platform = content / "wheels" / "x86_64-py3.11"
     assert sorted(os.listdir(platform)) == sorted(["engine-lock.txt", wheel("ray"), wheel("msgpack")])
+    for name in ("config.json", "model.safetensors"):
+        assert (content / "model" / "tiny-llama" / name).read_bytes() == (model / name).read_bytes()
     # The platform's lock: what serve_pip_lock takes, one exact pin per wheel.
     pins = [line for line in (platform / "engine-lock.txt").read_text(encoding="utf-8").splitlines()
             if line and not line.startswith("#")]
@@ -79,11 +87,13 @@ def test_the_bundle_holds_the_pinned_wheels_and_a_manifest_that_recomputes(tmp_p
     assert manifest["total_bytes"] == sum(entry["size"] for entry in manifest["files"])
     assert manifest["platforms"] == {"x86_64-py3.11": ["master1", "worker1"]}
     assert manifest["ray_version"] == RAY and manifest["engine"] == {"lock": "engine.lock"}
+    assert manifest["model"] == {"path": "model/tiny-llama", "source": "%s/" % model}
     # Nothing new: nothing downloaded, nothing written.
     before = {path: os.stat(content / path).st_mtime_ns for path in on_disk}
     result, changed = bundle(INVENTORY, *args)
     assert result.returncode == 0 and set(changed.values()) == {0}, result.stdout[-3000:]
     assert {path: os.stat(content / path).st_mtime_ns for path in on_disk} == before
+    given_to_a_deploy(tmp_path, target, model)
     # After it crossed to the air-gapped side: verified as it is, nothing written ...
     verify = ["-e", "bundle_dir=%s" % target, "-e", "bundle_verify=true"]
     result, changed = bundle(INVENTORY, *verify)
@@ -107,6 +117,58 @@ def test_the_bundle_holds_the_pinned_wheels_and_a_manifest_that_recomputes(tmp_p
         wheel("msgpack"), hashlib.sha256(bytes(data)).hexdigest()) in out, out[-3000:]
     assert "wheels/x86_64-py3.11/engine-lock.txt is missing" in out
     assert "wheels/x86_64-py3.11/six-1.16.0-py2.py3-none-any.whl is not in the manifest (19 bytes)" in out
+
+
+def deploy(inventory, playbook, *extra, result_format="yaml"):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
+               ANSIBLE_HOST_KEY_CHECKING="True", PATH=BIN + os.pathsep + os.environ.get("PATH", ""), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CALLBACK_RESULT_FORMAT=result_format)
+    return subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", inventory, playbook] + list(extra),
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def given_to_a_deploy(tmp_path, target, model):
+    """The bundle given to a deploy as llm_cluster_bundle, alone: the roles' defaults take each item from it, the
+    validation passes, and what it lacks for a node is named before any host is touched."""
+    with open(INVENTORY, encoding="utf-8") as handle:
+        inventory = yaml.safe_load(handle)
+    inventory["all"]["vars"].update({"llm_cluster_bundle": str(target), "serve_runtime": "host"})
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(inventory), encoding="utf-8")
+    # The roles' own defaults, read as the roles read them (tests/integration/playbooks/bundle_items.yml).
+    result = deploy(str(path), os.path.join(HERE, "playbooks", "bundle_items.yml"), result_format="json")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    found = {m.group(1): json.loads(m.group(2).replace('\\"', '"'))
+             for m in re.finditer(r'^ok: \[(\S+)\] => \{\n\s*"msg": "BUNDLE (.*)"\n\}$', result.stdout, re.M)}
+    platform = "%s/content/wheels/x86_64-py3.11" % target
+    for host in ("master1", "worker1"):
+        assert found[host] == {"ray_cluster_wheelhouse_src": platform, "serve_pip_lock": platform + "/engine-lock.txt",
+                               "serve_offline": True, "prepare_offline": True, "serve_image_archive": "",
+                               "model_distribution_source": "controller",
+                               "model_distribution_controller_path": "%s/content/model/tiny-llama" % target}, found
+    # The validation: offline, from the bundle, nothing named.
+    result = deploy(str(path), os.path.join(ROOT, "playbooks", "deploy.yml"), "--tags", "always", "-v")
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 0 and "Inventory is valid: 2 node(s), head master1." in output, output[-3000:]
+    assert "UNREACHABLE" not in output
+    # llm_solution's container runtime: its image is not in the bundle; a node added since (the bundle's one
+    # platform serves it too); a file of the model changed after the build.
+    inventory["all"]["vars"].pop("serve_runtime")
+    inventory["all"]["children"]["workers"]["hosts"]["worker2"] = {"ansible_host": "192.0.2.12"}
+    path.write_text(yaml.safe_dump(inventory), encoding="utf-8")
+    (target / "content" / "model" / "tiny-llama" / "config.json").write_text("{}", encoding="utf-8")
+    result = deploy(str(path), os.path.join(ROOT, "playbooks", "deploy.yml"), "--tags", "always")
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 2, output[-3000:]
+    image = "hub.oepkgs.net/oedeploy/openeuler/aarch64/mindspore:20250717"
+    for named in ("llm_cluster_offline is on, but on every node the engine image would be pulled from a registry",
+                  "master1 runs the engine image %s, which llm_cluster_bundle %s does not hold (it holds none)"
+                  % (image, target),
+                  "worker2 runs the engine image %s, which llm_cluster_bundle %s does not hold" % (image, target),
+                  "master1 needs %s/content/model/tiny-llama/config.json has 2 bytes, its MANIFEST.json 24" % target):
+        assert named in output, (named, output[-3000:])
+    assert "UNREACHABLE" not in output
+    (target / "content" / "model" / "tiny-llama" / "config.json").write_bytes((model / "config.json").read_bytes())
 
 
 def test_bad_platforms_are_named_per_node_and_nothing_is_written(tmp_path):
@@ -138,10 +200,13 @@ def test_a_hostile_lock_an_unknown_engine_and_a_bad_glibc_are_named_in_one_run(t
     assert "serve_pip_lock %s line 2: " % lock in out and "is not an exact pin (name==version)" in out, out[-3000:]
     assert "bundle_glibc 2.5 is not a glibc version of 2.17 or later" in out, out[-3000:]
     assert not target.exists()
-    # Neither a lock nor packages: the engine is unknown (llm_solution's NPU nodes have no pinned set).
-    result = bundle(INVENTORY, "-e", "bundle_dir=%s" % target, "-e", "bundle_platform=x86_64/3.11")[0]
+    # Neither a lock, nor packages, nor an image: the engine is unknown (with llm_solution's image_name, the
+    # container runtime's engine is its image, and the bundle needs only Ray's wheels beside it).
+    result = bundle(INVENTORY, "-e", "bundle_dir=%s" % target, "-e", "bundle_platform=x86_64/3.11",
+                    "-e", '{"bundle_images": []}')[0]
     out = " ".join((result.stdout + result.stderr).split())
     assert result.returncode != 0 and "the engine packages are unknown: set serve_pip_lock" in out, out[-3000:]
+    assert "or bundle_images for the container runtime" in out
     assert not target.exists()
 
 

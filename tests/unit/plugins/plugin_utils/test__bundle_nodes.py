@@ -1,0 +1,173 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""A built bundle given to a deploy (llm_cluster_bundle): what it gives each node (its platform's wheels and lock,
+its image's archive and ID, the model), what it lacks for one, and the validator's reading of it."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from ansible_collections.aihost.llm_cluster.plugins.lookup import bundle as bundle_lookup
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _bundle
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._inventory_validation import (
+    offline_settings,
+    validate,
+)
+from ansible_collections.aihost.llm_cluster.tests.unit.plugins.plugin_utils.test__inventory_validation_offline import (
+    spec,
+)
+
+IMAGE = "aihost-llm-cluster/engine-vllm-cpu:0.32.0"
+ARCHIVE = "images/aihost-llm-cluster_engine-vllm-cpu_0.32.0.tar"
+IMAGE_ID = "sha256:" + "ab" * 32
+# Two platforms: the x86_64 head and an aarch64 (Kunpeng) worker.
+FILES = {
+    "wheels/x86_64-py3.11/ray-2.60.0-cp311-cp311-manylinux2014_x86_64.whl": b"ray x86",
+    "wheels/x86_64-py3.11/engine-lock.txt": b"ray==2.60.0\n",
+    "wheels/aarch64-py3.9/ray-2.60.0-cp39-cp39-manylinux2014_aarch64.whl": b"ray arm",
+    ARCHIVE: b"an image archive",
+    "model/tiny-llama/config.json": b"{}",
+    "model/tiny-llama/model.safetensors": b"weights",
+}
+
+
+def build(root, files=None, **document):
+    """A bundle directory as ./deploy.sh bundle writes it: content/ and MANIFEST.json."""
+    files = FILES if files is None else files
+    for path, data in files.items():
+        os.makedirs(os.path.dirname(os.path.join(root, "content", path)), exist_ok=True)
+        with open(os.path.join(root, "content", path), "wb") as handle:
+            handle.write(data)
+    manifest = {"version": 1, "content": "content",
+                "platforms": {"x86_64-py3.11": ["master1"], "aarch64-py3.9": ["worker1"]},
+                "images": [{"ref": IMAGE, "id": IMAGE_ID, "repo_digests": [], "archive": ARCHIVE}],
+                "model": {"path": "model/tiny-llama", "source": "/srv/models/tiny-llama"},
+                "files": [{"path": path, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+                          for path, data in sorted(files.items())]}
+    manifest.update(document)
+    with open(os.path.join(root, "MANIFEST.json"), "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle)
+    return str(root)
+
+
+def test_each_node_gets_its_platform_s_wheels_the_image_s_archive_and_id_and_the_model(tmp_path):
+    root = build(tmp_path)
+    head, problems = _bundle.resolve(root, "master1", IMAGE, check_files=True)
+    assert problems == []
+    assert head == {"platform": "x86_64-py3.11", "wheels": os.path.join(root, "content/wheels/x86_64-py3.11"),
+                    "lock": os.path.join(root, "content/wheels/x86_64-py3.11/engine-lock.txt"),
+                    "image_archive": os.path.join(root, "content", ARCHIVE), "image_id": IMAGE_ID,
+                    "model": os.path.join(root, "content/model/tiny-llama")}
+    # The aarch64 worker: its own directory, which has no lock; the host runtime takes no image.
+    worker, problems = _bundle.resolve(root, "worker1", "", check_files=True)
+    assert problems == []
+    assert (worker["wheels"], worker["lock"], worker["image_archive"], worker["image_id"]) == (
+        os.path.join(root, "content/wheels/aarch64-py3.9"), "", "", "")
+
+
+def test_a_node_the_bundle_was_not_built_for_and_an_image_it_lacks_are_named(tmp_path):
+    root = build(tmp_path)
+    items, problems = _bundle.resolve(root, "worker9", "quay.io/ascend/vllm-ascend:v0.9.1")
+    assert items["wheels"] == "" and items["image_archive"] == ""
+    assert problems == [
+        "worker9 is in none of the platforms of llm_cluster_bundle %s (aarch64-py3.9, x86_64-py3.11): build the "
+        "bundle with this inventory, so that it names this node's platform" % root,
+        "worker9 runs the engine image quay.io/ascend/vllm-ascend:v0.9.1, which llm_cluster_bundle %s does not hold "
+        "(it holds %s): add it to bundle_images and build the bundle again" % (root, IMAGE)]
+    # One platform serves every node, named or not (a bundle built for a one-platform site).
+    single = build(tmp_path / "one", {"wheels/x86_64-py3.11/engine-lock.txt": b"ray==2.60.0\n"},
+                   platforms={"x86_64-py3.11": ["node-a"]}, images=[], model={})
+    items, problems = _bundle.resolve(single, "worker9", "")
+    assert problems == [] and items["platform"] == "x86_64-py3.11" and items["model"] == ""
+
+
+def test_a_missing_or_cut_file_a_node_takes_is_named_with_the_way_to_check_the_copy(tmp_path):
+    root = build(tmp_path)
+    os.unlink(os.path.join(root, "content", "model/tiny-llama/model.safetensors"))
+    with open(os.path.join(root, "content", ARCHIVE), "wb") as handle:
+        handle.write(b"cut")
+    # A file of the other platform is not this node's concern.
+    os.unlink(os.path.join(root, "content", "wheels/aarch64-py3.9/ray-2.60.0-cp39-cp39-manylinux2014_aarch64.whl"))
+    _items, problems = _bundle.resolve(root, "master1", IMAGE, check_files=True)
+    check = "check the copy with ./deploy.sh bundle -e bundle_dir=%s -e bundle_verify=true" % root
+    assert problems == [
+        "master1 needs %s/content/%s has 3 bytes, its MANIFEST.json 16: %s" % (root, ARCHIVE, check),
+        "master1 needs %s/content/model/tiny-llama/model.safetensors is missing: %s" % (root, check)]
+
+
+@pytest.mark.parametrize("manifest, why", [
+    (None, "cannot be read (No such file or directory)"),
+    (b"{not json", "is not JSON"),
+    (b'{"version": 2, "files": []}', "has no MANIFEST.json of a bundle"),
+    (b'[1, 2]', "has no MANIFEST.json of a bundle"),
+])
+def test_a_directory_that_is_not_a_bundle_is_named_with_how_to_build_one(tmp_path, manifest, why):
+    if manifest is not None:
+        (tmp_path / "MANIFEST.json").write_bytes(manifest)
+    items, problems = _bundle.resolve(str(tmp_path), "master1", IMAGE, check_files=True)
+    assert set(items.values()) == {""}
+    assert len(problems) == 1 and why in problems[0] and "./deploy.sh bundle -e bundle_dir=" in problems[0], problems
+
+
+def test_the_validator_reads_the_bundle_as_the_roles_defaults_do(tmp_path):
+    root = build(tmp_path)
+    node = {"llm_cluster_bundle": root}
+    # The bundle alone turns offline on and gives Ray's wheels (the engine follows them), the archive and the model.
+    resolved = {"items": _bundle.resolve(root, "master1", IMAGE)[0], "problems": []}
+    settings_ = offline_settings(dict(node, image_name="aihost-llm-cluster/engine-vllm-cpu", __bundle=resolved))
+    assert settings_["offline"] is True
+    assert settings_["ray_cluster_wheelhouse_src"] == os.path.join(root, "content/wheels/x86_64-py3.11")
+    assert settings_["serve_image_archive"] == os.path.join(root, "content", ARCHIVE)
+    assert settings_["model_distribution_source"] == "controller"
+    # The inventory's own values win; llm_cluster_offline: false turns the gate off.
+    settings_ = offline_settings(dict(node, llm_cluster_offline=False, model_distribution_source="node",
+                                      ray_cluster_wheelhouse_src="/srv/w", __bundle=resolved))
+    assert (settings_["offline"], settings_["ray_cluster_wheelhouse_src"], settings_["model_distribution_source"]) == (
+        False, "/srv/w", "node")
+    assert validate(spec(dict(node, __bundle=resolved))) == []
+
+
+def test_what_the_bundle_lacks_fails_the_validation_once_per_message(tmp_path):
+    root = build(tmp_path)
+    given = spec(per_host={host: {"llm_cluster_bundle": root, "image_name": "quay.io/ascend/vllm-ascend",
+                                  "__bundle": dict(zip(("items", "problems"),
+                                                       _bundle.resolve(root, host, "quay.io/ascend/vllm-ascend:v1")))}
+                           for host in ("master1", "worker1", "worker2")})
+    errors = validate(given)
+    lacking = [error for error in errors if "does not hold" in error]
+    assert len(lacking) == 3 and all(error.startswith(host) for error, host in zip(
+        sorted(lacking), ("master1", "worker1", "worker2"))), errors
+    # No archive for the image: the offline gate names the registry pull too, on every node.
+    assert any(error.startswith("llm_cluster_offline is on, but on every node the engine image would be pulled")
+               for error in errors), errors
+    assert any(error.startswith("worker2 is in none of the platforms") for error in errors), errors
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                    max_leaves=12))
+def test_any_manifest_gets_items_and_problems_not_a_traceback(document):
+    items, problems = _bundle.node_items(document, "master1", IMAGE)
+    assert set(items) == set(_bundle.ITEMS) and all(isinstance(value, str) for value in items.values())
+    assert isinstance(problems, list)
+
+
+def test_the_lookup_gives_empty_strings_without_a_bundle_and_refuses_an_unknown_item(tmp_path):
+    lookup = bundle_lookup.LookupModule()
+    assert lookup.run(["wheels", "model"], {}, bundle="", host="master1") == ["", ""]
+    root = build(tmp_path)
+    assert lookup.run(["image_id", "platform"], {}, bundle=root, host="master1", image=IMAGE) == [IMAGE_ID, "x86_64-py3.11"]
+    with pytest.raises(Exception, match="not an item of a bundle"):
+        lookup.run(["weights"], {}, bundle=root, host="master1")
+    with pytest.raises(Exception, match="hosts is not an option"):
+        lookup.run(["wheels"], {}, bundle=root, hosts="master1")
+    # A bundle that lacks the node: empty strings (the validation has named it before any host is touched).
+    assert lookup.run(["wheels"], {}, bundle=root, host="worker9") == [""]
+    assert copy.deepcopy(FILES) == FILES
