@@ -147,3 +147,32 @@ def test_a3_is_told_apart_by_two_chips_with_phy_ids():
     devices = [dict(d, memory_kind="HBM") for d in info["devices"]]
     product = accelerators.npu_product(devices)
     assert (product["product"], product["family"], product["chips_per_card"]) == ("Atlas A3", "Ascend 910C", 2)
+
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures", "vendor")
+
+
+def test_the_gpu_inventory_from_a_live_h200_s_capture_is_what_the_probe_made_of_it_there(tmp_path):
+    """tests/device/capture_gpu.sh stored what nvidia-smi printed on a one-GPU H200 machine (driver 580.159.04),
+    then ran the probe there: given the capture, the probe makes the inventory it made live (its own call, a moment
+    later, read 81.1 W)."""
+    with open(os.path.join(FIXTURES, "nvidia-smi-query-gpu-h200-ours-noheader-nounits-580.159.04.csv"),
+              encoding="utf-8") as handle:
+        captured = handle.read()
+    (tmp_path / "nvidia0").write_text("", encoding="utf-8")
+    (tmp_path / "nvidiactl").write_text("", encoding="utf-8")
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return 0, captured, ""
+
+    result = accelerators.gather_accelerators(run, nvidia_smi_path="nvidia-smi", dev_root=str(tmp_path))
+    assert calls == [["nvidia-smi", "--query-gpu=" + ",".join(accelerators.NVIDIA_QUERY_FIELDS),
+                      "--format=csv,noheader,nounits"]]
+    assert result["errors"] == [] and result["type"] == "gpu" and result["count"] == 1
+    assert result["driver_version"] == "580.159.04"
+    assert result["devices"] == [{"index": 0, "name": "NVIDIA H200", "health": "OK", "bus_id": "00000000:00:06.0",
+                                  "pci_address": "0000:00:06.0", "memory_total_mb": 143771, "memory_used_mb": 0,
+                                  "uuid": "GPU-19c6ba1e-8268-5372-c72c-1e32bb3910fd", "temp_c": 43, "power_w": 81.09}]
+    assert result["device_nodes"] == [str(tmp_path / "nvidia0")]

@@ -191,3 +191,36 @@ def test_topo_errors():
         nvidia_smi.parse_topo_matrix(header + "GPU0\t X \tNV4\tall\t0\n")
     with pytest.raises(ValueError, match="empty output"):
         nvidia_smi.parse_topo_matrix("")
+
+
+# ---------------------------------------------------------------------------
+# Captured on a live H200 (tests/device/capture_gpu.sh; tests/fixtures/vendor/README.md)
+# ---------------------------------------------------------------------------
+
+H200_FIELDS = ["index", "uuid", "name", "pci.bus_id", "memory.total", "memory.used", "temperature.gpu", "power.draw",
+               "driver_version"]
+H200_ROW = {"index": "0", "uuid": "GPU-19c6ba1e-8268-5372-c72c-1e32bb3910fd", "name": "NVIDIA H200",
+            "pci.bus_id": "00000000:00:06.0", "memory.total": "143771", "memory.used": "0", "temperature.gpu": "43",
+            "power.draw": "81.09", "driver_version": "580.159.04"}
+
+
+def test_h200_query_as_the_collection_runs_it_and_with_its_header_and_units():
+    """Driver 580.159.04: the collection's own query, bare, and the same with the header and unit tags."""
+    bare = fixture("nvidia-smi-query-gpu-h200-ours-noheader-nounits-580.159.04.csv")
+    assert nvidia_smi.parse_query_csv(bare, H200_FIELDS) == [H200_ROW]
+    with_units = fixture("nvidia-smi-query-gpu-h200-ours-header-580.159.04.csv")
+    assert with_units.splitlines()[0].split(", ")[4] == "memory.total [MiB]"
+    assert nvidia_smi.parse_query_csv(with_units) == [H200_ROW]
+
+
+def test_h200_topology_sent_to_a_file_keeps_the_escape_codes_and_an_empty_cell():
+    """Driver 580.159.04 underlines the header with ESC[4m ... ESC[0m even into a file, and prints an empty cell
+    between NUMA Affinity and GPU NUMA ID (N/A) in a one-GPU virtual machine."""
+    text = fixture("nvidia-smi-topo-m-h200-1gpu-vm-580.159.04.txt")
+    assert text.startswith("\t\x1b[4mGPU0\t") and "\t0\t\tN/A\n" in text
+    topo = nvidia_smi.parse_topo_matrix(text)
+    assert topo["labels"] == ["GPU0"]
+    assert topo["columns"] == ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
+    assert topo["cpu_affinity"] == {0: "0-15"} and topo["numa_affinity"] == {0: 0} and topo["numa_nodes"] == {0: [0]}
+    assert topo["gpu_numa_id"] == {0: None}
+    assert topo["matrix"] == {"GPU0": {"GPU0": "X"}}
