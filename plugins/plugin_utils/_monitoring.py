@@ -237,8 +237,11 @@ def alert_rules(thresholds=None):
         _alert("LLMEngineDown", 'up{job="llm_cluster_engine"} == 0', "1m", "critical",
                "The engine's API on {{ $labels.instance }} is down",
                "playbooks/status.yml names the failing node; journalctl -u llm-cluster-engine on it tells why."),
-        _alert("RayNodeLost", 'up{job="llm_cluster_ray"} == 0', "2m", "critical",
-               "Ray's metrics agent on {{ $labels.instance }} stopped: the node left the Ray cluster",
+        # The head's reading of its GCS connections (monitoring_ray_members), or Ray's agent where it runs.
+        _alert("RayNodeLost", 'llm_cluster_ray_member_connected == 0 or up{job="llm_cluster_ray"} == 0', "2m",
+               "critical",
+               "{{ with $labels.member }}{{ . }} holds no connection to the head's Ray GCS{{ else }}Ray's metrics agent "
+               "on {{ $labels.instance }} stopped{{ end }}: the node left the Ray cluster",
                "systemctl status llm-cluster-ray-* on the node; a TP x PP group stalls until it rejoins."),
         _alert("AcceleratorUnhealthy", "accel:healthy == 0", t["accel_fault_for"], "critical",
                "Accelerator {{ $labels.device }} on {{ $labels.instance }} reports a fault",

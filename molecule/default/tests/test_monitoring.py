@@ -135,6 +135,30 @@ def test_the_accelerator_rules_read_every_npu(nodes, addresses):
     assert float(total[0]["value"][1]) == 32768 * 1048576
 
 
+def test_ray_membership_is_read_on_the_head_without_ray_s_agent(nodes, addresses):
+    """Ray's metrics agent does not run here (ray[client]); the head's timer reads its GCS connections instead:
+    every member's raylet holds one, and RayNodeLost does not fire."""
+    head = nodes["master1"]
+    assert head.service("llm-cluster-ray-members.timer").is_running
+    connected = wait_for(lambda: [r for r in query(nodes, addresses, "llm_cluster_ray_member_connected")
+                                  if r["value"][1] == "1"])
+    assert sorted((r["metric"]["member"], r["metric"]["address"], r["metric"]["port"]) for r in connected) == sorted(
+        (name, addresses[name], "6379") for name in NAMES)
+    assert all(r["metric"]["node"] == "master1" for r in connected)
+    [expected] = query(nodes, addresses, "llm_cluster_ray_members_expected")
+    assert expected["value"][1] == "3"
+    assert firing(nodes, addresses, "RayNodeLost") == []
+    # The same reader on the live tables, for a member that is not there: 0.
+    head.check_output("python3 -c %s", "import json; json.dump({'port': 6379, 'members': {'gone': '192.0.2.99', "
+                      "'worker1': %r}, 'output': '/tmp/llmc-ray-members.prom'}, open('/tmp/llmc-ray-members.json', 'w'))"
+                      % addresses["worker1"])
+    head.check_output("python3 /opt/llm_cluster/monitoring/llm_cluster_ray_members.py --config /tmp/llmc-ray-members.json")
+    text = head.file("/tmp/llmc-ray-members.prom").content_string
+    head.run("rm -f /tmp/llmc-ray-members.json /tmp/llmc-ray-members.prom")
+    assert 'member="gone",address="192.0.2.99",port="6379"} 0' in text
+    assert 'member="worker1",address="%s",port="6379"} 1' % addresses["worker1"] in text
+
+
 def firing(nodes, addresses, alert):
     return sorted((a["labels"].get("node"), a["labels"].get("device")) for a in prometheus(nodes, addresses, "/api/v1/alerts")["alerts"]
                   if a["labels"]["alertname"] == alert and a["state"] == "firing")

@@ -40,7 +40,9 @@ def test_teardown_purges_what_the_monitoring_step_installed_and_changes_nothing_
         for package in ("prometheus-node-exporter", "prometheus", "prometheus-alertmanager"):
             assert not node.package(package).is_installed, (name, package)
         for path in ("/etc/default/prometheus-node-exporter", "/etc/prometheus", "/usr/local/bin/npu-exporter",
-                     "/etc/systemd/system/llm-cluster-npu-exporter.service", "/var/lib/llm_cluster/monitoring.json"):
+                     "/etc/systemd/system/llm-cluster-npu-exporter.service", "/var/lib/llm_cluster/monitoring.json",
+                     "/etc/systemd/system/llm-cluster-ray-members.timer", "/etc/systemd/system/llm-cluster-ray-members.service",
+                     "/opt/llm_cluster/monitoring", "/etc/llm_cluster/ray_members.json", "/var/lib/llm_cluster/node-exporter"):
             assert not node.file(path).exists, (name, path)
         listening = node.check_output("ss -Htln")
         for port in (9100, 8082, 9090, 9093):
