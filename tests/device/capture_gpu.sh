@@ -17,7 +17,8 @@ capture nvidia-smi-query-gpu-ours.csv nvidia-smi "--query-gpu=$fields" --format=
 capture nvidia-smi-query-gpu-header.csv nvidia-smi "--query-gpu=$fields" --format=csv
 capture nvidia-smi-topo-m.txt nvidia-smi topo -m
 capture nvidia-smi.txt nvidia-smi
-{ uname -a; nproc; cat /sys/devices/system/node/online 2>&1; ls /dev | grep -E '^nvidia' ; } > "$out/machine.txt" 2>&1
+{ uname -a; nproc; cat /sys/devices/system/node/online 2>&1; for node in /dev/nvidia*; do echo "${node#/dev/}"; done; } \
+  > "$out/machine.txt" 2>&1
 # The collection's probes on this machine, as the modules run them.
 root=$(mktemp -d)
 mkdir -p "$root/ansible_collections/aihost"

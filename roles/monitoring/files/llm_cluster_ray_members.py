@@ -1,6 +1,6 @@
-#!/usr/bin/env python3
 # Copyright (c) 2026 aihost.llm_cluster contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Ray membership without Ray's metrics agent, for node_exporter's textfile collector.
 
 Every Ray node's raylet keeps a TCP connection open to the head's GCS port for as long as it is in the cluster.

@@ -62,8 +62,8 @@ def _connected_pair(family, listen, connect):
     # A dual-stack listener: the kernel writes the IPv4 client as ::ffff:127.0.0.1 in tcp6.
     (socket.AF_INET6, "::", "127.0.0.1", "127.0.0.1"),
 ])
-def test_the_kernel_s_own_tables_show_a_live_connection_and_not_a_missing_one(tmp_path, family, listen, connect,
-                                                                                member):
+def test_the_kernel_s_own_tables_show_a_live_connection_and_not_a_missing_one(
+        tmp_path, family, listen, connect, member):
     if family == socket.AF_INET6 and not socket.has_ipv6:
         pytest.fail("this machine has no IPv6: the tcp6 table cannot be read live")
     server, client, accepted = _connected_pair(family, listen, connect)
