@@ -169,6 +169,11 @@ def mismatch_line(mismatch):
 ITEMS = ("wheels", "lock", "image_archive", "image_id", "model", "platform")
 
 
+def _content(document):
+    """The folder of a manifest's files, under the bundle's directory."""
+    return document.get("content") if isinstance(document.get("content"), str) else "content"
+
+
 def _listed(document):
     """{path under the content: size} of a manifest's files; {} when it lists none."""
     files = document.get("files") if isinstance(document, dict) else None
@@ -189,7 +194,7 @@ def node_items(document, host, image="", bundle="the bundle"):
         return items, ["%s has no MANIFEST.json of a bundle (version 1, with its files): build it with ./deploy.sh "
                        "bundle -e bundle_dir=%s" % (bundle, bundle)]
     problems = []
-    content = document.get("content") if isinstance(document.get("content"), str) else "content"
+    content = _content(document)
     listed = _listed(document)
     platforms = document.get("platforms") if isinstance(document.get("platforms"), dict) else {}
     named = sorted(name for name, hosts in platforms.items() if isinstance(hosts, list) and host in hosts)
@@ -227,7 +232,7 @@ def node_files(document, items):
     (its platform's wheels, its image's archive, the model)."""
     if not isinstance(document, dict):
         return {}
-    content = document.get("content") if isinstance(document.get("content"), str) else "content"
+    content = _content(document)
     prefixes = [items[name][len(content) + 1:] + "/" for name in ("wheels", "model") if items.get(name)]
     wanted = {}
     for path, size in _listed(document).items():
