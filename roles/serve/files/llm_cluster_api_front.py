@@ -22,9 +22,12 @@ the router is told ``Connection: close``, and the answer is streamed back
 request reaches the router.
 
 Run by the llm-cluster-api-front unit:
-    python3 llm_cluster_api_front.py --listen ADDR --port N --upstream-port M [--tls-cert F --tls-key F]
-The key comes from LLM_CLUSTER_API_KEY_FILE (a systemd credential), read by
-the guard module llm_cluster_api_auth that lies beside this file.
+    python3 llm_cluster_api_front.py --listen ADDR --port N --upstream-port M --key-stdin [--tls-cert F --tls-key F]
+With --key-stdin the key is read from standard input, which systemd opens on
+the 0600 root key file (StandardInput=file:), so the front's account never
+opens the file and the key is in neither its environment nor its command
+line; without it, the guard module llm_cluster_api_auth beside this file reads
+LLM_CLUSTER_API_KEY_FILE or VLLM_API_KEY.
 """
 
 import argparse
@@ -216,7 +219,7 @@ class Front:
             try:
                 if lengths:
                     await copy_exact(reader, upstream_writer, int(lengths[0]))
-                elif any(name == b"transfer-encoding" for name, _ in headers):
+                elif any(name == b"transfer-encoding" for name, dummy in headers):
                     await copy_chunked(reader, upstream_writer)
                 await upstream_writer.drain()
             except Refused as exc:
@@ -247,8 +250,17 @@ def tls_context(cert, key):
     return context
 
 
-async def serve(args):
-    guard = llm_cluster_api_auth.ApiKeyGuard(None)
+def read_key(stream):
+    """The key on ``stream`` without its line end; RuntimeError when it is empty."""
+    key = stream.read().rstrip("\n")
+    if not key:
+        raise RuntimeError("llm_cluster_api_front: the key on standard input is empty; the front refuses to serve "
+                           "without an API key")
+    return key
+
+
+async def serve(args, key=None):
+    guard = llm_cluster_api_auth.ApiKeyGuard(None, api_key=key)
     front = Front(guard, args.upstream_host, args.upstream_port)
     context = tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None
     server = await asyncio.start_server(front.handle, args.listen, args.port, limit=MAX_HEAD, ssl=context,
@@ -269,13 +281,14 @@ def main(argv=None):
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream-host", default="127.0.0.1")
     parser.add_argument("--upstream-port", type=int, required=True)
+    parser.add_argument("--key-stdin", action="store_true", help="read the API key from standard input")
     parser.add_argument("--tls-cert")
     parser.add_argument("--tls-key")
     args = parser.parse_args(argv)
     if bool(args.tls_cert) != bool(args.tls_key):
         parser.error("--tls-cert and --tls-key go together")
     try:
-        asyncio.run(serve(args))
+        asyncio.run(serve(args, read_key(sys.stdin) if args.key_stdin else None))
     except RuntimeError as exc:
         sys.stderr.write("%s\n" % exc)
         return 1

@@ -180,7 +180,7 @@ def test_a_chunked_body_is_passed_as_sent_and_nothing_after_it():
 def test_a_malformed_chunked_body_is_answered_400(chunks):
     request = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Transfer-Encoding: chunked\r\n\r\n"
                + chunks)
-    answers, _ = run([request])
+    answers = run([request])[0]
     assert status(answers[0]) == 400
 
 
@@ -193,7 +193,7 @@ def test_the_open_routes_pass_without_the_key_and_only_as_get():
 
 
 def test_a_router_that_is_down_is_answered_502():
-    answers, _ = run([b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + AUTH + b"\r\n"], upstream_up=False)
+    answers = run([b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + AUTH + b"\r\n"], upstream_up=False)[0]
     assert status(answers[0]) == 502
 
 
@@ -242,3 +242,10 @@ def test_the_front_refuses_to_start_without_a_key(tmp_path, monkeypatch):
     empty.write_text("")
     monkeypatch.setenv("LLM_CLUSTER_API_KEY_FILE", str(empty))
     assert front.main(["--listen", "127.0.0.1", "--port", "0", "--upstream-port", "1"]) == 1
+
+
+def test_the_key_is_read_from_standard_input_and_an_empty_one_refused():
+    import io
+    assert front.read_key(io.StringIO(KEY + "\n")) == KEY
+    with pytest.raises(RuntimeError, match="the key on standard input is empty"):
+        front.read_key(io.StringIO("\n"))

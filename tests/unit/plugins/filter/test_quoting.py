@@ -166,7 +166,7 @@ def test_rsyncd_conf_refuses_a_value_that_would_add_directives(path, address):
 
 
 def serve_vars(runtime, key, environment=None):
-    return dict(__serve_unit="llm-cluster-engine", __serve_is_head=True, __serve_api_key=key,
+    return dict(__serve_unit="llm-cluster-engine", __serve_engine_leader=True, __serve_api_key=key,
                 __serve_runtime=runtime, __serve_environment=environment or {})
 
 
