@@ -416,9 +416,12 @@ def _engine_endpoint(serve, engine, version):
         raise ValueError("artifacts/serve.json: the endpoint URL %r is not http(s)://host:port" % url)
     scheme, host, port = match.group(1), match.group(2).strip("[]"), match.group(3)
     port = int(port) if port else (443 if scheme == "https" else 80)
+    replicas = [str(u) for u in ((serve.get("router") or {}).get("workers") or [])]
+    if replicas:
+        scheme = "http"
     return {"name": name, "version": str(endpoint.get("version") or "") if (version or "auto") == "auto" else str(version),
             "url": url, "scheme": scheme, "address": host, "target": host_port(host, port),
-            "ca_file": endpoint.get("ca_file") or ""}
+            "ca_file": "" if replicas else endpoint.get("ca_file") or "", "replicas": replicas}
 
 
 def plan(nodes, settings):
@@ -485,11 +488,20 @@ def plan(nodes, settings):
         if settings.get("ray"):
             add("ray", node, ports["ray"])
     if engine:
-        owner = next((n for n in nodes if n.get("address") == engine["address"]), None)
-        labels = {"node": owner["host"] if owner else engine["address"],
-                  "role": "head" if owner and owner["host"] == head else "worker",
-                  "backend": engine["name"], "engine_version": engine["version"] or "unknown"}
-        targets["engine"] = [{"targets": [engine["target"]], "labels": labels}]
+        # The replicas topology: every replica's own /metrics (plain HTTP on the cluster network), not the API
+        # port, where each scrape would reach whichever replica the router picks.
+        for url in engine["replicas"] or [engine["url"]]:
+            found = re.match(r"^https?://(\[[^\]]+\]|[^/:]+):(\d+)", url)
+            if not found:
+                problems.append("artifacts/serve.json: the replica URL %r is not http(s)://host:port" % url)
+                continue
+            address = found.group(1).strip("[]")
+            owner = next((n for n in nodes if n.get("address") == address), None)
+            labels = {"node": owner["host"] if owner else address,
+                      "role": "head" if owner and owner["host"] == head else "worker",
+                      "backend": engine["name"], "engine_version": engine["version"] or "unknown"}
+            targets.setdefault("engine", []).append({"targets": [host_port(address, int(found.group(2)))],
+                                                     "labels": labels})
 
     etc = settings.get("etc") or "/etc/prometheus/llm_cluster"
     host_address = (by_host.get(host) or {}).get("address") or ""

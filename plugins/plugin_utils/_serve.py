@@ -712,12 +712,16 @@ def status(nodes, plan_result, settings):
                           "watchdog": watchdog_status(node.get("watchdog")),
                           "binding": _binding(node.get("binding")) if settings.get("affinity") else
                           {"applied": False, "reason": "not planned for this topology or accelerator"}})
-    return {"backend": plan_result.get("backend"), "topology": plan_result.get("topology"),
-            "runtime": settings.get("runtime"), "tensor_parallel_size": plan_result.get("tp"),
-            "pipeline_parallel_size": plan_result.get("pp"), "data_parallel_size": plan_result.get("dp"),
-            "endpoint": endpoint, "nodes": doc_nodes,
-            # The API node's watchdog (completions); each node's own is in its entry.
-            "watchdog": next((n["watchdog"] for n in doc_nodes if n["role"] == "api"), None)}
+    doc = {"backend": plan_result.get("backend"), "topology": plan_result.get("topology"),
+           "runtime": settings.get("runtime"), "tensor_parallel_size": plan_result.get("tp"),
+           "pipeline_parallel_size": plan_result.get("pp"), "data_parallel_size": plan_result.get("dp"),
+           "endpoint": endpoint, "nodes": doc_nodes,
+           # The API node's watchdog (completions); each node's own is in its entry.
+           "watchdog": next((n["watchdog"] for n in doc_nodes if n["role"] == "api"), None)}
+    if plan_result.get("router"):
+        # The replicas topology: the router on the head and the URL of every replica (monitoring scrapes each).
+        doc["router"] = dict(plan_result["router"])
+    return doc
 
 
 def _watchdog_line(watchdog):

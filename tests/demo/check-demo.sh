@@ -141,7 +141,7 @@ completion() {
 }
 # Each replica's finished requests, read by the head (a member) from the replica's own /metrics.
 replica_counts() {
-  docker exec llmc-demo-master python3 - "$master_ip" "$worker_ip" <<'PY'
+  docker exec -i llmc-demo-master python3 - "$master_ip" "$worker_ip" <<'PY'
 import re, sys, urllib.request
 counts = []
 for address in sys.argv[1:]:

@@ -221,6 +221,24 @@ def test_bad_settings_are_named_with_their_fix(change, message):
     assert any(message in problem for problem in result["problems"]), result["problems"]
 
 
+def test_replicas_are_scraped_each_at_its_own_address_not_through_the_router():
+    serve = {"backend": "vllm", "topology": "replicas",
+             "endpoint": {"url": "https://10.0.0.1:8000", "version": "0.32.0", "ca_file": "/inv/credentials/ca.pem"},
+             "router": {"host": "master1", "port": 8002,
+                        "workers": ["http://10.0.0.1:8001", "http://10.0.0.2:8001", "http://[fd00::9]:8001"]}}
+    result = m.plan(NODES, dict(SETTINGS, serve=serve))
+    assert result["problems"] == []
+    assert [(e["targets"], e["labels"]["node"], e["labels"]["role"]) for e in result["targets"]["engine"]] == [
+        (["10.0.0.1:8001"], "master1", "head"), (["10.0.0.2:8001"], "worker1", "worker"),
+        (["[fd00::9]:8001"], "fd00::9", "worker")]
+    # The replicas speak plain HTTP on the cluster network: TLS ends at the front on the head.
+    engine_job = [c for c in result["prometheus"]["scrape_configs"] if c["job_name"] == "llm_cluster_engine"][0]
+    assert "scheme" not in engine_job and "tls_config" not in engine_job
+    bad = dict(serve, router={"workers": ["unix:///x"]})
+    assert any("the replica URL 'unix:///x' is not http(s)://host:port" in p
+               for p in m.plan(NODES, dict(SETTINGS, serve=bad))["problems"])
+
+
 def test_a_node_without_an_address_is_named():
     result = m.plan([dict(NODES[0]), dict(NODES[1], address="")], SETTINGS)
     assert result["problems"] == ["worker1 has no cluster address: run the prepare step first (./deploy.sh -t prepare)"]

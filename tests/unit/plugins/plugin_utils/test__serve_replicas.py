@@ -88,3 +88,14 @@ def test_a_cpu_tier_is_counted_once_per_replica():
     plan = _serve.plan(nodes(2), settings(kv_offload_size_gib=2))
     assert plan["errors"] == []
     assert {entry["kv_tier_bytes"] for entry in plan["nodes"].values()} == {2 * 1024 ** 3}
+
+
+def test_the_status_document_names_the_router_and_every_replica():
+    plan = _serve.plan(nodes(2), settings())
+    doc = _serve.status([{"host": "n0", "address": "10.0.0.1"}, {"host": "n1", "address": "10.0.0.2"}], plan,
+                        {"url": "http://10.0.0.1:8000", "probe": {"ready": True}})
+    assert doc["topology"] == "replicas"
+    assert doc["router"] == {"host": "n0", "port": 8002, "workers": ["http://10.0.0.1:8001", "http://10.0.0.2:8001"]}
+    assert [n["role"] for n in doc["nodes"]] == ["replica", "replica"]
+    assert "router" not in _serve.status([{"host": "n0"}], _serve.plan(nodes(1), {"topology": "single", "model_path": "/m",
+                                                                               "model_name": "m"}), {})
