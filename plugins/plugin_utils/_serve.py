@@ -815,7 +815,7 @@ def cluster_status(ray, serve, accelerators, generated=None):
             "ray": {"address": ray.get("address"), "alive": ray.get("alive"), "expected_nodes": ray.get("expected_nodes"),
                     "complete": ray.get("complete"), "resources": ray.get("resources")},
             "serve": {key: serve.get(key) for key in ("backend", "topology", "runtime", "tensor_parallel_size",
-                                                      "pipeline_parallel_size", "data_parallel_size")},
+                                                      "pipeline_parallel_size", "data_parallel_size", "router")},
             "endpoint": endpoint, "watchdog": serve.get("watchdog")}
 
 
