@@ -181,7 +181,7 @@ import socket, sys
 master, worker = sys.argv[1:]
 for address, port in ((master, 8001), (worker, 8001), (master, 8002), (master, 8003), (worker, 8000)):
     try:
-        socket.create_connection((address, port), timeout=3).close()
+        socket.create_connection((address, port), timeout=2).close()
     except OSError as exc:
         print("demo check: %s:%d from the client: %s" % (address, port, exc.__class__.__name__))
         continue

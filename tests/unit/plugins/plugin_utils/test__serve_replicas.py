@@ -97,5 +97,5 @@ def test_the_status_document_names_the_router_and_every_replica():
     assert doc["topology"] == "replicas"
     assert doc["router"] == {"host": "n0", "port": 8002, "workers": ["http://10.0.0.1:8001", "http://10.0.0.2:8001"]}
     assert [n["role"] for n in doc["nodes"]] == ["replica", "replica"]
-    assert "router" not in _serve.status([{"host": "n0"}], _serve.plan(nodes(1), {"topology": "single", "model_path": "/m",
-                                                                               "model_name": "m"}), {})
+    single = _serve.plan(nodes(1), {"topology": "single", "model_path": "/m", "model_name": "m"})
+    assert "router" not in _serve.status([{"host": "n0"}], single, {})
