@@ -28,6 +28,9 @@ Subcommands:
   tuning      apply the host tuning profile (sysctl, hugepages, CPU governor), recording
               the host's values for restore; with --check --diff, show the drift
   bench       run vllm bench serve against the endpoint (artifacts/bench-*.json)
+  rolling-restart
+              the replicas topology's engines restarted one node at a time
+              through vLLM's router: drained, restarted, proven, re-admitted
   monitoring  exporters on every node, Prometheus and Alertmanager on the
               monitoring host (or the head), rules, alerts, dashboards and the
               metric truth check (artifacts/monitoring.json)
@@ -69,7 +72,7 @@ die() {
 
 subcommand="deploy"
 case "${1:-}" in
-  deploy | status | teardown | restore | bench | monitoring | tuning | bundle | demo | demo-down)
+  deploy | status | teardown | restore | bench | rolling-restart | monitoring | tuning | bundle | demo | demo-down)
     subcommand="$1"
     shift
     ;;
@@ -135,6 +138,7 @@ case "$subcommand" in
   status) playbook="status" ;;
   teardown) playbook="teardown" ;;
   bench) playbook="bench" ;;
+  rolling-restart) playbook="rolling_restart" ;;
   monitoring) playbook="monitoring" ;;
   tuning) playbook="tuning" ;;
   bundle) playbook="bundle" ;;

@@ -5,7 +5,8 @@
 # serve), the same nodes switched to the replicas topology (vLLM's router
 # behind the key-checking front: completions spread over both replicas, one
 # stopped and none fails, the router's management refused, its port and the
-# replicas' unreachable from this machine, a second run changes nothing), then
+# replicas' unreachable from this machine, a second run changes nothing, a
+# rolling restart under a steady load loses no request), then
 # `./deploy.sh demo-down` (nothing is left).
 # `make demo-check` runs it; `make test` runs it as its last stage.
 #
@@ -203,6 +204,65 @@ LLM_CLUSTER_DEMO_TOPOLOGY=replicas verbose replicas-second ./deploy.sh demo ||
 recap="$(grep -E '^llmc-demo-(master|worker) +: ok=' "$WORK/replicas-second.log")"
 echo "$recap" | grep -qv 'changed=0' && fail "the second replicas demo changed something: $recap"
 [ "$(echo "$recap" | wc -l)" -eq 2 ] || fail "no play recap for both nodes in the second replicas run"
+# A rolling restart under a steady load from this machine (two clients, one completion after another):
+# every node's replica leaves the router, finishes, restarts, answers and comes back, and no request fails.
+engine_pids() {
+  for node in llmc-demo-master llmc-demo-worker; do
+    docker exec "$node" systemctl show --property MainPID --value llm-cluster-engine.service
+  done | tr '\n' ' '
+}
+pids_before="$(engine_pids)"
+rm -f "$WORK/load.stop"
+python3 - "http://127.0.0.1:$PORT/v1/completions" "$WORK/load.stop" "$WORK/load.json" \
+  3< <(printf '%s' "$key") <<'PY' &
+import json, os, sys, threading, time, urllib.error, urllib.request
+url, stop, out = sys.argv[1:]
+key = os.fdopen(3).read()
+body = json.dumps({"model": "tiny", "prompt": "Hello", "max_tokens": 8, "ignore_eos": True}).encode()
+counts = {"ok": 0, "failed": 0, "errors": []}
+lock = threading.Lock()
+def client():
+    while not os.path.exists(stop):
+        request = urllib.request.Request(url, data=body, headers={"Authorization": "Bearer " + key,
+                                                                  "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=120) as answer:
+                tokens = json.load(answer)["usage"]["completion_tokens"]
+                ok, error = tokens == 8, "tokens %s" % tokens
+        except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
+            ok, error = False, repr(exc)[:200]
+        with lock:
+            counts["ok" if ok else "failed"] += 1
+            if not ok and len(counts["errors"]) < 5:
+                counts["errors"].append(error)
+threads = [threading.Thread(target=client) for _ in range(2)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+json.dump(counts, open(out, "w"))
+PY
+load=$!
+sleep 3
+t_roll=$(date +%s)
+verbose rolling ./deploy.sh rolling-restart -i .cache/demo/inventory/hosts.yml || {
+  touch "$WORK/load.stop"
+  fail "./deploy.sh rolling-restart exited non-zero"
+}
+t_roll=$(($(date +%s) - t_roll))
+sleep 3
+touch "$WORK/load.stop"
+wait "$load" || fail "the load client failed"
+pids_after="$(engine_pids)"
+python3 - "$WORK/load.json" "$pids_before" "$pids_after" "$t_roll" <<'PY' || fail "the rolling restart lost requests or restarted nothing: $(cat "$WORK/load.json")"
+import json, sys
+counts = json.load(open(sys.argv[1]))
+before, after = sys.argv[2].split(), sys.argv[3].split()
+print("demo check: rolling restart of 2 replicas in %s s under load: %d completions, %d failed; engine PIDs %s -> %s"
+      % (sys.argv[4], counts["ok"], counts["failed"], before, after))
+assert counts["failed"] == 0 and counts["ok"] >= 10, counts
+assert len(before) == len(after) == 2 and all(b != a for b, a in zip(before, after)), (before, after)
+PY
 docker exec llmc-demo-master systemctl is-active --quiet llm-cluster-router.service llm-cluster-api-front.service ||
   fail "the router or its front is not active on the head"
 ps -eo args > "$WORK/ps-replicas.log"
@@ -215,7 +275,7 @@ if [ "${#key}" -lt 32 ] || [ "${#token}" -lt 32 ]; then fail "the API key or the
 grep -qE -- "bin/vllm serve|VLLM::" "$WORK/ps.log" || fail "the process samples never show the engine"
 grep -q -- "bench serve" "$WORK/ps.log" || fail "the process samples never show the benchmark client"
 grep -q "Bench | Put the API key in a private file" "$WORK/bench.log" || fail "the bench log lacks the task that handles the key"
-for log in ps first bench second replicas replicas-second ps-replicas; do
+for log in ps first bench second replicas replicas-second rolling ps-replicas; do
   ! grep -qF -- "$key" "$WORK/$log.log" || fail "the API key appears in $log.log"
   ! grep -qF -- "$token" "$WORK/$log.log" || fail "the Ray token appears in $log.log"
 done

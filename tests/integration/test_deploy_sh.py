@@ -24,7 +24,8 @@ def deploy(*args, cwd=None):
 def test_help():
     result = deploy("--help")
     assert result.returncode == 0
-    for word in ("deploy", "status", "teardown", "restore", "bench", "demo", "demo-down", "--tags", "--check"):
+    for word in ("deploy", "status", "teardown", "restore", "bench", "rolling-restart", "demo", "demo-down", "--tags",
+                 "--check"):
         assert word in result.stdout
 
 
@@ -52,7 +53,8 @@ def test_demo_builds_its_own_inventory(sub):
 
 @pytest.mark.parametrize("sub, play", [("status", "Report the Ray cluster"), ("status", "Report the endpoint"),
                                        ("teardown", "Tear down the engine"), ("teardown", "Tear down the Ray cluster"),
-                                       ("bench", "Benchmark the endpoint"), ("bundle", "Build the offline bundle")])
+                                       ("bench", "Benchmark the endpoint"), ("bundle", "Build the offline bundle"),
+                                       ("rolling-restart", "Plan the rolling restart")])
 def test_subcommands_run_their_playbooks(sub, play, tmp_path):
     # Only the validation runs (--tags always); the play headers show which playbook ran.
     result = deploy(sub, "-i", FIXTURE, "--tags", "always", "--check", cwd=str(tmp_path))
