@@ -365,10 +365,13 @@ def test_nftables_reload_restart_and_stop_never_leave_ray_open(nodes, addresses)
     state = perimeter_state(worker, ray_unit)
     assert state == {"guard": "active", "ray": "active", "table": True, "ray_processes": True}
     assert unit(worker, ray_unit)["MainPID"] == before
-    # A stop: no table, and no Ray either.
+    # A stop: no table, and no Ray either (stopped cleanly: not "failed", which a stop past TimeoutStopSec gives).
     worker.check_output("systemctl stop nftables")
     state = perimeter_state(worker, ray_unit)
-    assert state == {"guard": "inactive", "ray": "inactive", "table": False, "ray_processes": False}
+    assert state == {"guard": "inactive", "ray": "inactive", "table": False, "ray_processes": False}, (
+        state, worker.check_output("systemctl show -p Result,ExecMainStatus,ExecMainCode,InactiveEnterTimestamp %s"
+                                   % ray_unit),
+        worker.check_output("journalctl -u %s -n 30 --no-pager -o short-precise" % ray_unit))
     assert never_open(state)
     # A start of nftables.service runs its config again: the drop-in loads the table right after; Ray stays down.
     worker.check_output("systemctl start nftables")
