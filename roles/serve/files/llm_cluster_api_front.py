@@ -53,6 +53,7 @@ HEAD_TIMEOUT = 30.0
 _DROPPED = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"upgrade", b"trailer",
                       b"proxy-authorization", b"proxy-authenticate", b"x-forwarded-for"})
 _TOKEN = re.compile(rb"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_CHUNK_SIZE = re.compile(rb"^[0-9A-Fa-f]{1,16}$")
 _TARGET = re.compile(rb"^/[A-Za-z0-9._~!$&'()*+,;=:@/-]*(\?[A-Za-z0-9._~!$&'()*+,;=:@/?%-]*)?$")
 
 
@@ -153,7 +154,7 @@ async def copy_chunked(reader, writer):
     while True:
         line = await reader.readuntil(b"\r\n")
         size_text = line[:-2].split(b";", 1)[0].strip()
-        if not size_text or not re.match(rb"^[0-9A-Fa-f]{1,16}$", size_text):
+        if not size_text or not _CHUNK_SIZE.match(size_text):
             raise Refused(400, "Bad Request", "malformed chunk size")
         writer.write(line)
         size = int(size_text, 16)
