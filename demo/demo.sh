@@ -9,6 +9,10 @@
 #       LLM_CLUSTER_DEMO_TOPOLOGY=replicas: one whole engine per node behind
 #       vLLM's router and the key-checking front on the head instead (a
 #       running dp demo is switched over, and back).
+#       LLM_CLUSTER_DEMO_TOPOLOGY=pd: the head a prefill engine, the worker a
+#       decode engine, vLLM's router in its PD mode; the KV goes through a
+#       directory both nodes mount (vLLM's example connector; the CPU build
+#       finds it on the decode side but computes the prompt again).
 # down: removes the containers, their network and the demo's state (the base
 #       image and the wheelhouse are kept for the next demo).
 #
@@ -89,7 +93,7 @@ start_node() {
         --cgroupns private --cap-add SYS_ADMIN --cap-add NET_ADMIN --cap-add SYS_PTRACE \
         --tmpfs /run --tmpfs /run/lock --tmpfs /tmp --stop-signal SIGRTMIN+3 \
         --shm-size 1g --memory 6g \
-        --volume "$WHEELHOUSE:/wheelhouse:ro" \
+        --volume "$WHEELHOUSE:/wheelhouse:ro" --volume "$STATE/kv:/srv/kv" \
         --label org.aihost.llm_cluster.demo=1 \
         "$@" "$IMAGE" /sbin/init >/dev/null
       ;;
@@ -113,6 +117,15 @@ YAML
     serve_topology: replicas
 YAML
       ;;
+    pd)
+      cat <<'YAML'
+    # Prefill on the head, decode on the worker (the groups below), each at its own address
+    # (port 8001, members only); vLLM's router in its PD mode behind the key-checking front.
+    # The KV goes through /srv/kv, one directory of this machine that both nodes mount.
+    serve_topology: pd
+    serve_pd_shared_path: /srv/kv
+YAML
+      ;;
   esac
 }
 
@@ -129,6 +142,13 @@ all:
       hosts:
         $MASTER: {}
     workers:
+      hosts:
+        $WORKER: {}
+    # The pd topology's roles (serve_prefill_group, serve_decode_group).
+    prefill:
+      hosts:
+        $MASTER: {}
+    decode:
       hosts:
         $WORKER: {}
   vars:
@@ -177,14 +197,14 @@ up() {
   local t0 gateway key status
   t0=$(date +%s)
   case "$TOPOLOGY" in
-    dp | replicas) ;;
-    *) die "LLM_CLUSTER_DEMO_TOPOLOGY must be dp or replicas, got '$TOPOLOGY'" ;;
+    dp | replicas | pd) ;;
+    *) die "LLM_CLUSTER_DEMO_TOPOLOGY must be dp, replicas or pd, got '$TOPOLOGY'" ;;
   esac
   need_docker
   say "base image $IMAGE (built once, reused after)"
   bash "$ROOT/images/build-base-image.sh" >&2
   fill_wheelhouse
-  mkdir -p "$STATE"
+  mkdir -p "$STATE/kv"
   build_model
 
   docker network inspect "$NETWORK" >/dev/null 2>&1 || docker network create "$NETWORK" >/dev/null

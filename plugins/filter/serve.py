@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _perimeter, _serve
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _perimeter, _serve, _serve_pd
 
 
 def serve_plan(nodes, settings):
@@ -16,6 +16,13 @@ def serve_plan(nodes, settings):
         return _serve.plan(nodes, settings)
     except (KeyError, ValueError) as exc:
         raise AnsibleFilterError("serve_plan: %s" % exc)
+
+
+def serve_pd_served(before, after, router):
+    """The prefill and decode engines whose finished requests grew; see plugin_utils/_serve_pd.py served."""
+    if not isinstance(before, list) or not isinstance(after, list) or not isinstance(router, dict):
+        raise AnsibleFilterError("serve_pd_served expects two lists of uri results and the plan's router")
+    return _serve_pd.served(before, after, router)
 
 
 def serve_backend(requested, backend_type, accelerator):
@@ -114,6 +121,7 @@ class FilterModule(object):
             "serve_container_params": serve_container_params,
             "serve_pip_lock": serve_pip_lock,
             "serve_kv_budget": serve_kv_budget,
+            "serve_pd_served": serve_pd_served,
             "serve_plan": serve_plan,
             "serve_status": serve_status,
             "serve_status_table": serve_status_table,

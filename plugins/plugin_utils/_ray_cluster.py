@@ -101,6 +101,32 @@ def _port_problems(settings):
             if low <= port <= high:
                 problems.append("%s %d lies inside the Ray worker port range %d-%d; move the range "
                                 "(ray_cluster_worker_port_min/max) or the port" % (name, port, low, high))
+    problems += _kv_port_problems(settings.get("kv_ports") or [], ports, (low, high))
+    return problems
+
+
+_PORT_SPAN = re.compile(r"^([0-9]{1,5})(?:-([0-9]{1,5}))?$")
+
+
+def _kv_port_problems(values, ports, workers):
+    """ray_cluster_kv_ports (llm_cluster_kv_ports): ports and first-last ranges, clear of Ray's and the engine's."""
+    problems = []
+    if not isinstance(values, list):
+        return ["ray_cluster_kv_ports (llm_cluster_kv_ports) must be a list of ports and first-last ranges, got %r"
+                % (values,)]
+    for value in values:
+        match = _PORT_SPAN.match(str(value).strip()) if isinstance(value, (int, str)) else None
+        low, high = (int(match.group(1)), int(match.group(2) or match.group(1))) if match else (0, 0)
+        if not match or not 1 <= low <= high <= 65535:
+            problems.append("ray_cluster_kv_ports (llm_cluster_kv_ports) takes ports and first-last ranges inside "
+                            "1-65535, got %r" % (value,))
+            continue
+        for name, port in sorted(ports.items()):
+            if low <= port <= high:
+                problems.append("ray_cluster_kv_ports %s holds %s %d; move one of them" % (value, name, port))
+        if low <= workers[1] and workers[0] <= high:
+            problems.append("ray_cluster_kv_ports %s overlaps the Ray worker port range %d-%d; move one of them"
+                            % (value, workers[0], workers[1]))
     return problems
 
 

@@ -16,6 +16,10 @@ Topologies:
   the same ``--data-parallel-size/-address/-rpc-port``, its own
   ``--data-parallel-size-local`` and ``--data-parallel-start-rank``, and all but
   the head run ``--headless``.
+* ``replicas``: one whole engine per node on its cluster address, behind
+  vLLM's router on the head.
+* ``pd``: as replicas, each engine a prefill or a decode instance with its KV
+  connector, and the router in its PD mode (``_serve_pd``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import re
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _ray_cluster
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _ray_cluster, _serve_pd
 
 try:
     from packaging.requirements import InvalidRequirement, Requirement
@@ -36,7 +40,7 @@ except ImportError:  # ansible-core depends on packaging; a bare import test env
     Requirement = None
 
 BACKENDS = ("vllm", "vllm_ascend", "vllm_mindspore")
-TOPOLOGIES = ("single", "ray", "dp", "replicas")
+TOPOLOGIES = ("single", "ray", "dp", "replicas", "pd")
 RUNTIMES = ("host", "container")
 
 # Engine flags in the order they are rendered; a value of None or "" is not passed.
@@ -307,6 +311,7 @@ def plan(nodes, settings):
     dp = _int(settings, "data_parallel_size")
     dp_local = _int(settings, "data_parallel_size_local")
     per_node = [_devices(node) for node in nodes]
+    pd_entries = {}
 
     if topology == "single":
         engine_nodes = [head]
@@ -327,7 +332,7 @@ def plan(nodes, settings):
         elif total and tp * pp > total:
             errors.append("serve_tensor_parallel_size %d x serve_pipeline_parallel_size %d needs %d devices; the Ray cluster has %d (%s)"
                           % (tp, pp, tp * pp, total, ", ".join("%s %d" % (n["host"], c) for n, c in zip(nodes, per_node))))
-    elif topology == "replicas":
+    elif topology in ("replicas", "pd"):
         # One whole engine per node, behind vLLM's router on the head.
         engine_nodes = list(nodes)
         tp = tp or max(per_node[0], 1)
@@ -348,6 +353,18 @@ def plan(nodes, settings):
             errors.append("serve_port, serve_replica_port and serve_router_port must differ (%s): the router's "
                           "front, the head's replica and the router share the head"
                           % ", ".join("%s %d" % item for item in sorted(clash.items())))
+        if topology == "pd":
+            connector, problem = _serve_pd.resolve_connector(settings.get("pd_connector"), backend, head.get("accelerator"))
+            pd_roles, role_errors = _serve_pd.node_roles(nodes, settings.get("pd_groups") or {})
+            errors += ([problem] if problem else []) + role_errors
+            odd = [n["host"] for n in nodes if n.get("accelerator") != head.get("accelerator")]
+            if odd:
+                errors.append("%s: serve_topology pd needs one kind of accelerator on every node (the head has %s): "
+                              "take the node out of the group" % (", ".join(odd), head.get("accelerator")))
+            if not errors:
+                pd_entries, pd_errors = _serve_pd.instances(nodes, pd_roles, connector, settings, tp, per_node)
+                errors += pd_errors
+                result["pd"] = {"connector": connector}
     else:
         engine_nodes = list(nodes)
         # llm_solution runs its MindFormers stack as TP 4 per DP rank.
@@ -419,6 +436,17 @@ def plan(nodes, settings):
                 argv += ["--pipeline-parallel-size", str(pp)]
             entry["role"] = "replica"
             entry["url"] = "http://%s:%d" % (_url_host(node["address"]), _int(settings, "replica_port", 8001))
+        elif topology == "pd":
+            argv = prefix + [model] + served[:2] + ["--host", node["address"],
+                                                    "--port", str(_int(settings, "replica_port", 8001)),
+                                                    "--tensor-parallel-size", str(tp)]
+            if pp > 1:
+                argv += ["--pipeline-parallel-size", str(pp)]
+            instance = pd_entries[node["host"]]
+            argv += ["--kv-transfer-config", json.dumps(instance["kv_transfer_config"], sort_keys=True,
+                                                        separators=(",", ":"))]
+            entry.update({"role": instance["role"], "env": instance["env"], "kv_ports": instance["ports"],
+                          "url": "http://%s:%d" % (_url_host(node["address"]), _int(settings, "replica_port", 8001))})
         else:
             local = dp_local or (per_node[index] // tp if per_node[index] else 1)
             if index:
@@ -444,9 +472,15 @@ def plan(nodes, settings):
             # What only the node that serves HTTP takes (the TLS certificate and key).
             entry["argv"] += [str(a) for a in settings.get("api_args") or []]
         result["nodes"][node["host"]] = entry
-    if topology == "replicas":
+    if topology in ("replicas", "pd"):
         result["router"] = {"host": head["host"], "port": _int(settings, "router_port", 8002),
                             "workers": [result["nodes"][n["host"]]["url"] for n in nodes]}
+    if topology == "pd":
+        order = [n["host"] for n in nodes]
+        result["router"].update({
+            "args": _serve_pd.router_args(result["nodes"], order),
+            "prefill": [result["nodes"][h]["url"] for h in order if result["nodes"][h]["role"] == "prefill"],
+            "decode": [result["nodes"][h]["url"] for h in order if result["nodes"][h]["role"] == "decode"]})
     return result
 
 
@@ -716,8 +750,8 @@ def status(nodes, plan_result, settings):
            "runtime": settings.get("runtime"), "tensor_parallel_size": plan_result.get("tp"),
            "pipeline_parallel_size": plan_result.get("pp"), "data_parallel_size": plan_result.get("dp"),
            "endpoint": endpoint, "nodes": doc_nodes,
-           # The API node's watchdog (completions); each node's own is in its entry.
-           "watchdog": next((n["watchdog"] for n in doc_nodes if n["role"] == "api"), None)}
+           # The head's watchdog (the API node's, or the head's replica's); each node's own is in its entry.
+           "watchdog": next((n["watchdog"] for n in doc_nodes if n["host"] == plan_result.get("head")), None)}
     if plan_result.get("router"):
         # The replicas topology: the router on the head and the URL of every replica (monitoring scrapes each).
         doc["router"] = dict(plan_result["router"])
@@ -762,9 +796,10 @@ def status_table(doc):
                        "failed (HTTP %s)" % rank.get("status") if rank.get("status") else "no answer")
             for rank in endpoint["ranks"]))
     lines.append(_watchdog_line(doc.get("watchdog")))
-    for node in doc.get("nodes", []):
-        if node.get("role") == "headless" and node.get("watchdog"):
-            lines.append("  %s (headless): %s" % (node["host"], _watchdog_line(node["watchdog"])))
+    # The head (first) is the line above; every other node with a watchdog of its own.
+    for node in doc.get("nodes", [])[1:]:
+        if node.get("role") in ("headless", "replica", "prefill", "decode") and node.get("watchdog"):
+            lines.append("  %s (%s): %s" % (node["host"], node["role"], _watchdog_line(node["watchdog"])))
     lines.append("%-16s %-15s %-10s %-9s %-10s %-8s %s" % ("node", "address", "devices", "role", "engine", "pid", "binding"))
     for node in doc.get("nodes", []):
         engine = node.get("engine") or {}
@@ -843,9 +878,10 @@ def cluster_status_table(doc):
         completion.get("seconds", "-"), endpoint.get("auth_enforced")))
     if "watchdog" in doc:
         lines.append(_watchdog_line(doc.get("watchdog")))
-    for node in doc.get("nodes", []):
-        if node.get("role") == "headless" and node.get("watchdog"):
-            lines.append("  %s (headless): %s" % (node["host"], _watchdog_line(node["watchdog"])))
+    # The head (first) is the line above; every other node with a watchdog of its own.
+    for node in doc.get("nodes", [])[1:]:
+        if node.get("role") in ("headless", "replica", "prefill", "decode") and node.get("watchdog"):
+            lines.append("  %s (%s): %s" % (node["host"], node["role"], _watchdog_line(node["watchdog"])))
     monitoring = doc.get("monitoring")
     if monitoring:
         if monitoring.get("prometheus_answered"):

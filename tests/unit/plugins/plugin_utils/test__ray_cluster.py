@@ -60,6 +60,25 @@ def test_port_settings_are_named(change, message):
     assert not report["ok"] and any(message in f for f in report["failures"]), report["failures"]
 
 
+@pytest.mark.parametrize("kv_ports, message", [
+    (["36000-36999", 5600, "8998"], None),
+    (["36000-x"], "ray_cluster_kv_ports (llm_cluster_kv_ports) takes ports and first-last ranges inside 1-65535, got '36000-x'"),
+    (["1-2;nft flush ruleset"], "takes ports and first-last ranges inside 1-65535, got '1-2;nft flush ruleset'"),
+    ([{"port": 1}], "takes ports and first-last ranges inside 1-65535, got {'port': 1}"),
+    (["0"], "takes ports and first-last ranges inside 1-65535, got '0'"),
+    (["36010-36000"], "got '36010-36000'"),
+    (["7999-8001"], "ray_cluster_kv_ports 7999-8001 holds ray_cluster_llm_port 8000; move one of them"),
+    (["20990-21010"], "ray_cluster_kv_ports 20990-21010 overlaps the Ray worker port range 20000-20999"),
+    ("36000-36999", "must be a list of ports and first-last ranges, got '36000-36999'"),
+])
+def test_kv_ports_are_ports_or_ranges_clear_of_ray_s_and_the_engine_s(kv_ports, message):
+    report = rc.check_nodes(nodes(), dict(SETTINGS, kv_ports=kv_ports))
+    if message is None:
+        assert report["ok"], report["failures"]
+    else:
+        assert not report["ok"] and any(message in f for f in report["failures"]), report["failures"]
+
+
 def test_worker_range_must_be_valid_and_large_enough():
     assert "give a range like 20000-20999" in rc.check_nodes(nodes(), dict(SETTINGS, worker_ports=[21000, 20000]))["failures"][0]
     assert "leaves 10 ports" in rc.check_nodes(nodes(), dict(SETTINGS, worker_ports=[20000, 20009]))["failures"][0]

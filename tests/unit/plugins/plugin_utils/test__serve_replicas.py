@@ -99,3 +99,17 @@ def test_the_status_document_names_the_router_and_every_replica():
     assert [n["role"] for n in doc["nodes"]] == ["replica", "replica"]
     single = _serve.plan(nodes(1), {"topology": "single", "model_path": "/m", "model_name": "m"})
     assert "router" not in _serve.status([{"host": "n0"}], single, {})
+
+
+def test_the_status_shows_the_head_replica_s_watchdog_and_every_other_replica_s():
+    plan = _serve.plan(nodes(2), settings())
+    state = {"result": "ok", "failures": 0, "restarts": []}
+    doc = _serve.status([{"host": "n0", "address": "10.0.0.1", "watchdog": {"enabled": True, "state": state}},
+                         {"host": "n1", "address": "10.0.0.2", "watchdog": {"enabled": True, "state": dict(state, result="failing")}}],
+                        plan, {"url": "http://10.0.0.1:8000", "probe": {"ready": True}})
+    # Not "off": there is no API-role node with replicas, the head's replica's watchdog is the endpoint's.
+    assert doc["watchdog"]["result"] == "ok"
+    table = _serve.status_table(doc)
+    assert "watchdog: ok, 0 restart(s) in its window" in table
+    assert "  n1 (replica): watchdog: failing, 0 restart(s) in its window" in table
+    assert not any(line.startswith("  n0 (") for line in table)
