@@ -427,7 +427,7 @@ def plan(nodes, settings):
             argv += ["--tensor-parallel-size", str(tp)]
             if pp > 1:
                 argv += ["--pipeline-parallel-size", str(pp)]
-        elif topology == "replicas":
+        elif topology in ("replicas", "pd"):
             # Its own cluster address and the replica port: only the members (the router on the head) reach it.
             argv = prefix + [model] + served[:2] + ["--host", node["address"],
                                                     "--port", str(_int(settings, "replica_port", 8001)),
@@ -436,17 +436,12 @@ def plan(nodes, settings):
                 argv += ["--pipeline-parallel-size", str(pp)]
             entry["role"] = "replica"
             entry["url"] = "http://%s:%d" % (_url_host(node["address"]), _int(settings, "replica_port", 8001))
-        elif topology == "pd":
-            argv = prefix + [model] + served[:2] + ["--host", node["address"],
-                                                    "--port", str(_int(settings, "replica_port", 8001)),
-                                                    "--tensor-parallel-size", str(tp)]
-            if pp > 1:
-                argv += ["--pipeline-parallel-size", str(pp)]
-            instance = pd_entries[node["host"]]
-            argv += ["--kv-transfer-config", json.dumps(instance["kv_transfer_config"], sort_keys=True,
-                                                        separators=(",", ":"))]
-            entry.update({"role": instance["role"], "env": instance["env"], "kv_ports": instance["ports"],
-                          "url": "http://%s:%d" % (_url_host(node["address"]), _int(settings, "replica_port", 8001))})
+            if topology == "pd":
+                # A prefill or a decode instance, with its KV connector.
+                instance = pd_entries[node["host"]]
+                argv += ["--kv-transfer-config", json.dumps(instance["kv_transfer_config"], sort_keys=True,
+                                                            separators=(",", ":"))]
+                entry.update({"role": instance["role"], "env": instance["env"], "kv_ports": instance["ports"]})
         else:
             local = dp_local or (per_node[index] // tp if per_node[index] else 1)
             if index:

@@ -153,21 +153,31 @@ for address in sys.argv[1:]:
 print(" ".join("%d" % c for c in counts))
 PY
 }
-before="$(replica_counts)" || fail "cannot read the replicas' /metrics from the head"
-for _ in 1 2 3 4 5 6; do
-  answer="$(completion)"
-  [ "${answer##*$'\n'}" = 200 ] || fail "a completion through the router got: $answer"
-  python3 - "${answer%$'\n'*}" <<'PY' || fail "unexpected completion through the router: $answer"
+# N completions through the router, each 200 with 8 tokens and finish_reason length; then what each engine
+# (head, worker) finished meanwhile, as "served=[h, w]" for the assertion that follows.
+completions_counted() {
+  local count=$1 before after answer
+  before="$(replica_counts)" || fail "cannot read the engines' /metrics from the head"
+  for _ in $(seq "$count"); do
+    answer="$(completion)"
+    [ "${answer##*$'\n'}" = 200 ] || fail "a completion through the router got: $answer"
+    python3 - "${answer%$'\n'*}" <<'PY' || fail "unexpected completion through the router: $answer"
 import json, sys
 body = json.loads(sys.argv[1])
 assert body["usage"]["completion_tokens"] == 8 and body["choices"][0]["finish_reason"] == "length", body
 PY
-done
-after="$(replica_counts)"
-python3 - "$before" "$after" <<'PY' || fail "the router did not spread the completions over both replicas ($before -> $after)"
+  done
+  after="$(replica_counts)"
+  python3 - "$before" "$after" <<'PY'
 import sys
 before, after = ([float(x) for x in arg.split()] for arg in sys.argv[1:])
-served = [a - b for a, b in zip(after, before)]
+print([a - b for a, b in zip(after, before)])
+PY
+}
+served="$(completions_counted 6)"
+python3 - "$served" <<'PY' || fail "the router did not spread the completions over both replicas: $served"
+import ast, sys
+served = ast.literal_eval(sys.argv[1])
 print("demo check: completions served per replica (head, worker) through the router: %s" % served)
 # Each node's watchdog sends its own replica a completion now and then: one may add to either count.
 assert len(served) == 2 and min(served) >= 1 and 6 <= sum(served) <= 8, served
@@ -273,21 +283,10 @@ echo "demo check: 6 of 6 completions succeeded with the worker's replica stopped
 # worker a decode engine, vLLM's router in its PD mode; the KV goes through a directory both nodes mount
 # (vLLM's example connector: the CPU build finds it on the decode side and computes the prompt again).
 LLM_CLUSTER_DEMO_TOPOLOGY=pd verbose pd ./deploy.sh demo || fail "LLM_CLUSTER_DEMO_TOPOLOGY=pd ./deploy.sh demo exited non-zero"
-before="$(replica_counts)" || fail "cannot read the prefill and decode engines' /metrics from the head"
-for _ in 1 2 3; do
-  answer="$(request /v1/completions -d '{"model": "tiny", "prompt": "Hello from a prefill engine to a decode engine", "max_tokens": 8, "ignore_eos": true}')"
-  [ "${answer##*$'\n'}" = 200 ] || fail "a completion through the PD router got: $answer"
-  python3 - "${answer%$'\n'*}" <<'PY' || fail "unexpected completion through the PD router: $answer"
-import json, sys
-body = json.loads(sys.argv[1])
-assert body["usage"]["completion_tokens"] == 8 and body["choices"][0]["finish_reason"] == "length", body
-PY
-done
-after="$(replica_counts)"
-python3 - "$before" "$after" <<'PY' || fail "the PD router did not send every completion to the prefill and to the decode engine ($before -> $after)"
-import sys
-before, after = ([float(x) for x in arg.split()] for arg in sys.argv[1:])
-served = [a - b for a, b in zip(after, before)]
+served="$(completions_counted 3)"
+python3 - "$served" <<'PY' || fail "the PD router did not send every completion to the prefill and to the decode engine: $served"
+import ast, sys
+served = ast.literal_eval(sys.argv[1])
 print("demo check: completions finished by (prefill, decode) through the PD router: %s" % served)
 # Each client completion is finished by the prefill engine (one token) and by the decode engine; a watchdog's
 # own completion may add one to either.
