@@ -127,6 +127,39 @@ def deploy(inventory, playbook, *extra, result_format="yaml"):
                           env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
+def test_a_replicas_cluster_s_bundle_carries_the_router_apart_from_the_engine_s_lock(tmp_path):
+    """serve_topology replicas (or pd): vLLM's router and its dependencies under wheels/<platform>/router, resolved
+    within the engine's lock, in the manifest, and not pinned by the engine's lock (the engine venv does not take
+    them); a second run downloads nothing."""
+    msgpack = wheel("msgpack").split("-")[1]
+    lock = tmp_path / "engine.lock"
+    lock.write_text("ray==%s\nmsgpack==%s\n" % (RAY, msgpack), encoding="utf-8")
+    target = tmp_path / "bundle"
+    args = ["-e", "bundle_dir=%s" % target, "-e", "bundle_platform=x86_64/3.11", "-e", "serve_pip_lock=%s" % lock,
+            "-e", "bundle_pip_args='--no-index --find-links %s'" % WHEELHOUSE, "-e", '{"bundle_images": []}',
+            "-e", "serve_topology=replicas"]
+    result, changed = bundle(INVENTORY, *args)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    platform = target / "content" / "wheels" / "x86_64-py3.11"
+    router = sorted(os.listdir(platform / "router"))
+    assert wheel("vllm_router") in router and wheel("setproctitle") in router and wheel("orjson") in router, router
+    assert all(name.endswith(".whl") for name in router), router
+    pins = [line for line in (platform / "engine-lock.txt").read_text(encoding="utf-8").splitlines()
+            if line and not line.startswith("#")]
+    assert pins == ["msgpack==%s" % msgpack, "ray==%s" % RAY]
+    manifest = json.loads((target / "MANIFEST.json").read_text(encoding="utf-8"))
+    listed = {entry["path"] for entry in manifest["files"]}
+    assert {"wheels/x86_64-py3.11/router/%s" % name for name in router} <= listed
+    result, changed = bundle(INVENTORY, *args)
+    assert result.returncode == 0 and set(changed.values()) == {0}, result.stdout[-3000:]
+    # The router's install on a node reads that directory: pip finds it there alone.
+    found = subprocess.run([sys.executable, "-m", "pip", "download", "--no-index", "--find-links", str(platform),
+                            "--find-links", str(platform / "router"), "--only-binary=:all:", "--no-deps",
+                            "-d", str(tmp_path / "probe"), "vllm-router==0.1.17"],
+                           capture_output=True, text=True, check=False)
+    assert found.returncode == 0, found.stdout[-2000:] + found.stderr[-2000:]
+
+
 def given_to_a_deploy(tmp_path, target, model):
     """The bundle given to a deploy as llm_cluster_bundle, alone: the roles' defaults take each item from it, the
     validation passes, and what it lacks for a node is named before any host is touched."""
