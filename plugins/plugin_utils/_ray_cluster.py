@@ -108,6 +108,13 @@ def _port_problems(settings):
 _PORT_SPAN = re.compile(r"^([0-9]{1,5})(?:-([0-9]{1,5}))?$")
 
 
+def port_span(value):
+    """(low, high) of a port (6379) or a "first-last" range inside 1-65535; None for anything else."""
+    match = _PORT_SPAN.match(str(value).strip()) if isinstance(value, (int, str)) else None
+    low, high = (int(match.group(1)), int(match.group(2) or match.group(1))) if match else (0, 0)
+    return (low, high) if match and 1 <= low <= high <= 65535 else None
+
+
 def _kv_port_problems(values, ports, workers):
     """ray_cluster_kv_ports (llm_cluster_kv_ports): ports and first-last ranges, clear of Ray's and the engine's."""
     problems = []
@@ -115,12 +122,12 @@ def _kv_port_problems(values, ports, workers):
         return ["ray_cluster_kv_ports (llm_cluster_kv_ports) must be a list of ports and first-last ranges, got %r"
                 % (values,)]
     for value in values:
-        match = _PORT_SPAN.match(str(value).strip()) if isinstance(value, (int, str)) else None
-        low, high = (int(match.group(1)), int(match.group(2) or match.group(1))) if match else (0, 0)
-        if not match or not 1 <= low <= high <= 65535:
+        span = port_span(value)
+        if span is None:
             problems.append("ray_cluster_kv_ports (llm_cluster_kv_ports) takes ports and first-last ranges inside "
                             "1-65535, got %r" % (value,))
             continue
+        low, high = span
         for name, port in sorted(ports.items()):
             if low <= port <= high:
                 problems.append("ray_cluster_kv_ports %s holds %s %d; move one of them" % (value, name, port))

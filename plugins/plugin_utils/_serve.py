@@ -471,11 +471,10 @@ def plan(nodes, settings):
         result["router"] = {"host": head["host"], "port": _int(settings, "router_port", 8002),
                             "workers": [result["nodes"][n["host"]]["url"] for n in nodes]}
     if topology == "pd":
-        order = [n["host"] for n in nodes]
-        result["router"].update({
-            "args": _serve_pd.router_args(result["nodes"], order),
-            "prefill": [result["nodes"][h]["url"] for h in order if result["nodes"][h]["role"] == "prefill"],
-            "decode": [result["nodes"][h]["url"] for h in order if result["nodes"][h]["role"] == "decode"]})
+        # In inventory order, per role.
+        urls = {role: [result["nodes"][n["host"]]["url"] for n in nodes if result["nodes"][n["host"]]["role"] == role]
+                for role in _serve_pd.ROLES}
+        result["router"].update(urls, args=_serve_pd.router_args(urls["prefill"], urls["decode"]))
     return result
 
 

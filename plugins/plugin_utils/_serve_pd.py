@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _monitoring, _ray_cluster
+
 ROLES = ("prefill", "decode")
 CONNECTORS = ("nixl", "mooncake", "example")
 # The connector each backend and accelerator takes when serve_pd_connector is auto.
@@ -108,23 +110,18 @@ def _span(ports):
 
 
 def _open_ports(values):
-    """The ports of llm_cluster_kv_ports: numbers and "first-last" ranges."""
+    """The ports of llm_cluster_kv_ports, read as the ray_cluster role reads them (numbers and "first-last" ranges)."""
     ports = set()
     for value in values or []:
-        text = str(value).strip()
-        first, dash, last = text.partition("-")
-        try:
-            low, high = int(first), int(last if dash else first)
-        except ValueError:
-            raise ValueError("llm_cluster_kv_ports takes port numbers and first-last ranges, got %r" % (value,)) from None
-        if not 1 <= low <= high <= 65535:
-            raise ValueError("llm_cluster_kv_ports: %r is not a port or a range of ports in 1-65535" % (value,))
-        ports.update(range(low, high + 1))
+        span = _ray_cluster.port_span(value)
+        if span is None:
+            raise ValueError("llm_cluster_kv_ports takes ports and first-last ranges inside 1-65535, got %r" % (value,))
+        ports.update(range(span[0], span[1] + 1))
     return ports
 
 
 def instances(nodes, roles, connector, settings, tp, per_node):
-    """(per host {role, kv_transfer_config, env, ports, bootstrap_port}, errors) for the nodes of a pd group."""
+    """(per host {role, kv_transfer_config, env, ports}, errors) for the nodes of a pd group."""
     result, errors = {}, []
     counts = {role: sum(1 for r in roles.values() if r == role) for role in ROLES}
     base = _int(settings, "pd_kv_port", 36000)
@@ -188,18 +185,16 @@ def instances(nodes, roles, connector, settings, tp, per_node):
     return result, errors
 
 
-def router_args(entries, order):
-    """vllm-router's PD flags: every prefill URL, then every decode URL, in inventory order."""
-    args = ["--vllm-pd-disaggregation"]
-    for role, flag in (("prefill", "--prefill"), ("decode", "--decode")):
-        for host in order:
-            if entries[host]["role"] == role:
-                args += [flag, entries[host]["url"]]
-    return args
+def router_args(prefill, decode):
+    """vllm-router's PD flags: every prefill URL, then every decode URL."""
+    return (["--vllm-pd-disaggregation"] + [arg for url in prefill for arg in ("--prefill", url)]
+            + [arg for url in decode for arg in ("--decode", url)])
 
 
-# vLLM's counter of finished requests, one series per finish reason.
-_FINISHED = re.compile(r"^vllm:request_success_total\{[^}]*\} ([0-9.eE+-]+)$", re.M)
+# vLLM's counter of finished requests (one series per finish reason), named by the monitoring role's table of
+# engine metrics: a rename there is a rename here.
+_FINISHED = re.compile(r"^%s\{[^}]*\} ([0-9.eE+-]+)$" % re.escape(_monitoring.engine_metrics("vllm", "")["requests_finished"]),
+                       re.M)
 
 
 def finished_requests(text):
