@@ -312,6 +312,14 @@ def plan(nodes, settings):
     dp_local = _int(settings, "data_parallel_size_local")
     per_node = [_devices(node) for node in nodes]
     pd_entries = {}
+    # A serving group is one kind of node: one backend and one build of the engine serve all of it.
+    if topology != "single":
+        odd = [n["host"] for n in nodes if (n.get("accelerator") or "cpu") != (head.get("accelerator") or "cpu")]
+        if odd:
+            errors.append("%s: serve_topology %s needs one kind of accelerator on every node of the group (the head "
+                          "%s has %s; %s): take the node out of the group"
+                          % (", ".join(odd), topology, head["host"], head.get("accelerator") or "cpu",
+                             ", ".join("%s %s" % (n["host"], n.get("accelerator") or "cpu") for n in nodes if n["host"] in odd)))
 
     if topology == "single":
         engine_nodes = [head]
@@ -326,6 +334,13 @@ def plan(nodes, settings):
             tp = max(per_node[0], 1)
             if not _int(settings, "pipeline_parallel_size"):
                 pp = len(nodes)
+                # The default shape is a pipeline stage per node, each stage the head's device count wide.
+                uneven = ["%s (%d devices)" % (n["host"], c) for n, c in zip(nodes[1:], per_node[1:]) if c != per_node[0]]
+                if per_node[0] and uneven:
+                    errors.append("%s: serve_topology ray puts one pipeline stage of %d devices (the head %s's count) on "
+                                  "each node, and these nodes have another count: give every node of the group the "
+                                  "same devices, or set serve_tensor_parallel_size and serve_pipeline_parallel_size"
+                                  % (", ".join(uneven), per_node[0], head["host"]))
         if head.get("accelerator") == "cpu" and not settings.get("allow_cpu_ray"):
             errors.append("%s: the CPU build of vLLM refuses the Ray executor (vllm-project/vllm#21602); use serve_topology single, "
                           "or set serve_allow_cpu_ray with a platform plugin that maps CPU workers to a Ray resource" % head["host"])
@@ -357,10 +372,6 @@ def plan(nodes, settings):
             connector, problem = _serve_pd.resolve_connector(settings.get("pd_connector"), backend, head.get("accelerator"))
             pd_roles, role_errors = _serve_pd.node_roles(nodes, settings.get("pd_groups") or {})
             errors += ([problem] if problem else []) + role_errors
-            odd = [n["host"] for n in nodes if n.get("accelerator") != head.get("accelerator")]
-            if odd:
-                errors.append("%s: serve_topology pd needs one kind of accelerator on every node (the head has %s): "
-                              "take the node out of the group" % (", ".join(odd), head.get("accelerator")))
             if not errors:
                 pd_entries, pd_errors = _serve_pd.instances(nodes, pd_roles, connector, settings, tp, per_node)
                 errors += pd_errors

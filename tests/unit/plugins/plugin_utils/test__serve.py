@@ -141,6 +141,39 @@ def test_ray_topology_defaults_to_a_node_per_pipeline_stage():
     assert plan["nodes"]["worker1"] == {"role": "ray-worker", "argv": [], "kv_tier_bytes": 0}
 
 
+@pytest.mark.parametrize("topology", ["ray", "dp", "replicas"])
+def test_a_group_of_two_kinds_of_accelerator_names_the_odd_nodes(topology):
+    nodes = a2_nodes(4)
+    nodes[1].update(accelerator="gpu", count=8)
+    nodes[3].update(accelerator=None, count=0)
+    plan = _serve.plan(nodes, {"backend": "auto", "topology": topology, "model_path": "/m", "model_name": "m",
+                               "tensor_parallel_size": 8, "pipeline_parallel_size": 1})
+    assert ("worker1, worker3: serve_topology %s needs one kind of accelerator on every node of the group (the head "
+            "master1 has npu; worker1 gpu, worker3 cpu): take the node out of the group" % topology) in plan["errors"]
+    assert plan["nodes"] == {}
+
+
+def test_a_single_engine_ignores_what_the_other_nodes_hold():
+    nodes = a2_nodes(2)
+    nodes[1].update(accelerator="gpu", count=2)
+    plan = _serve.plan(nodes, {"topology": "single", "model_path": "/m", "model_name": "m"})
+    assert plan["errors"] == [] and plan["engine_hosts"] == ["master1"]
+
+
+def test_ray_s_default_shape_names_a_node_with_another_device_count():
+    nodes = a2_nodes(3)
+    nodes[2]["count"] = 4
+    plan = _serve.plan(nodes, {"topology": "ray", "model_path": "/m", "model_name": "m"})
+    assert plan["errors"][0] == ("worker2 (4 devices): serve_topology ray puts one pipeline stage of 8 devices (the head "
+                                 "master1's count) on each node, and these nodes have another count: give every node of "
+                                 "the group the same devices, or set serve_tensor_parallel_size and "
+                                 "serve_pipeline_parallel_size")
+    # A shape the operator sets is theirs: 4 x 5 = 20 of the 20 devices.
+    plan = _serve.plan(nodes, {"topology": "ray", "tensor_parallel_size": 4, "pipeline_parallel_size": 5,
+                               "model_path": "/m", "model_name": "m"})
+    assert plan["errors"] == [] and (plan["tp"], plan["pp"]) == (4, 5)
+
+
 def test_ray_topology_larger_than_the_cluster_is_an_error():
     plan = _serve.plan(a2_nodes(2), {"topology": "ray", "tensor_parallel_size": 16, "pipeline_parallel_size": 2,
                                      "model_path": "/m", "model_name": "m"})

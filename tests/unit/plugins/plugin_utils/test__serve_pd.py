@@ -161,8 +161,8 @@ def test_a_connector_that_does_not_fit_the_backend_and_mixed_accelerators_are_re
     mixed = nodes(2, "npu", 8)
     mixed[1].update(accelerator="gpu", count=8)
     plan = _serve.plan(mixed, settings(["n0"], ["n1"], backend="vllm_ascend"))
-    assert ("n1: serve_topology pd needs one kind of accelerator on every node (the head has npu): take the node out "
-            "of the group") in plan["errors"]
+    assert ("n1: serve_topology pd needs one kind of accelerator on every node of the group (the head n0 has npu; "
+            "n1 gpu): take the node out of the group") in plan["errors"]
     assert _serve_pd.resolve_connector("; rm -rf /", "vllm", "gpu") == (
         None, "serve_pd_connector must be auto or one of nixl, mooncake, example, got '; rm -rf /'")
 
