@@ -121,19 +121,28 @@ def test_the_nodes_reach_nothing_but_the_cluster_network(nodes):
     worker = nodes["ct-worker1"]
     gateway = worker.check_output("ip -4 route show default").split()[2]
 
-    def attempt(host, port):
-        return worker.check_output("python3 -c %s %s %d" % (shlex.quote(CONNECT), host, port))
+    def attempt(target):
+        return worker.check_output("python3 -c %s %s %d" % (shlex.quote(CONNECT), *target))
 
-    # The cluster network: Ray's port on the head, open to members.
-    assert attempt(addresses["ct-master1"], 6379) == "connected"
-    # The internet (a public resolver, PyPI's CDN) and the Docker host behind the bridge.
-    for host, port in (("1.1.1.1", 443), ("151.101.0.223", 443), (gateway, 22), (gateway, 2375)):
-        assert attempt(host, port).startswith("blocked"), (host, port)
-    for name, node in nodes.items():
+    def pip_download(node):
         # -vv: pip says why it could not read the index only from that verbosity on (a TLS error where a proxy
         # answers, as on this build machine without the drop; a connection error with it).
-        result = node.run("/opt/llm_cluster/ray/bin/python -m pip download -vv --no-cache-dir --no-deps --retries 0 "
-                          "--timeout 5 --index-url https://pypi.org/simple -d /tmp/llmc-egress-probe six")
+        return node.run("/opt/llm_cluster/ray/bin/python -m pip download -vv --no-cache-dir --no-deps --retries 0 "
+                        "--timeout 5 --index-url https://pypi.org/simple -d /tmp/llmc-egress-probe six")
+
+    # The cluster network: Ray's port on the head, open to members; the internet (a public resolver, PyPI's
+    # CDN) and the Docker host behind the bridge. All at once, and pip on both nodes: a dropped connection
+    # costs its whole timeout.
+    blocked = (("1.1.1.1", 443), ("151.101.0.223", 443), (gateway, 22), (gateway, 2375))
+    with ThreadPoolExecutor(len(blocked) + 1 + len(nodes)) as pool:
+        member = pool.submit(attempt, (addresses["ct-master1"], 6379))
+        outside = {target: pool.submit(attempt, target) for target in blocked}
+        downloads = {name: pool.submit(pip_download, node) for name, node in nodes.items()}
+    assert member.result() == "connected"
+    for target, answer in outside.items():
+        assert answer.result().startswith("blocked"), (target, answer.result())
+    for name, future in downloads.items():
+        result = future.result()
         output = result.stdout + result.stderr
         assert result.rc != 0, (name, output[-2000:])
         fetched = [line for line in output.splitlines() if line.startswith("Could not fetch URL https://pypi.org/simple/six/")]
