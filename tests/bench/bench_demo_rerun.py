@@ -108,7 +108,7 @@ def main():
         for _ in range(args.trials):
             for strategy, env in variants.items():
                 rows.append(run(strategy, env))
-    summary = {strategy: {key: median([row[key] for row in rows if row["strategy"] == strategy])
+    summary = {strategy: {key: round(median([row[key] for row in rows if row["strategy"] == strategy]), 1)
                           for key in ("seconds", "cpu_controller_s", "cpu_nodes_s")} for strategy in variants}
     summary["ratio_wall_mitogen_to_linear"] = round(summary["mitogen"]["seconds"] / summary["linear"]["seconds"], 3)
     report = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count(),
