@@ -89,6 +89,14 @@ def run(strategy, env):
     return row
 
 
+def commit():
+    """This checkout's commit, or None where ROOT is a copy without its own .git (git would name a parent's)."""
+    if not os.path.exists(os.path.join(ROOT, ".git")):
+        return None
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, stdout=subprocess.PIPE,
+                          universal_newlines=True).stdout.strip()
+
+
 def median(values):
     values = sorted(values)
     middle = len(values) // 2
@@ -112,8 +120,7 @@ def main():
                           for key in ("seconds", "cpu_controller_s", "cpu_nodes_s")} for strategy in variants}
     summary["ratio_wall_mitogen_to_linear"] = round(summary["mitogen"]["seconds"] / summary["linear"]["seconds"], 3)
     report = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count(),
-              "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, stdout=subprocess.PIPE,
-                                       universal_newlines=True).stdout.strip(),
+              "commit": commit(),
               "loadavg": os.getloadavg(), "runs": rows, "summary": summary}
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as handle:
