@@ -74,7 +74,7 @@ def mitogen_environment(directory):
 def run(strategy, env):
     nodes, controller, start = node_cpu_seconds(), controller_cpu_seconds(), time.monotonic()
     result = subprocess.run([os.path.join(ROOT, "deploy.sh"), "demo"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, universal_newlines=True)
+                            stderr=subprocess.STDOUT, universal_newlines=True, check=False)
     seconds = time.monotonic() - start
     row = {"strategy": strategy, "seconds": round(seconds, 1),
            "cpu_controller_s": round(controller_cpu_seconds() - controller, 1),
@@ -94,7 +94,7 @@ def commit():
     if not os.path.exists(os.path.join(ROOT, ".git")):
         return None
     return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, stdout=subprocess.PIPE,
-                          universal_newlines=True).stdout.strip()
+                          universal_newlines=True, check=True).stdout.strip()
 
 
 def median(values):
@@ -113,9 +113,9 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as directory:
         variants = {"linear": dict(os.environ), "mitogen": dict(os.environ, **mitogen_environment(directory))}
-        for _ in range(args.trials):
+        for trial in range(args.trials):
             for strategy, env in variants.items():
-                rows.append(run(strategy, env))
+                rows.append(dict(run(strategy, env), trial=trial + 1))
     summary = {strategy: {key: round(median([row[key] for row in rows if row["strategy"] == strategy]), 1)
                           for key in ("seconds", "cpu_controller_s", "cpu_nodes_s")} for strategy in variants}
     summary["ratio_wall_mitogen_to_linear"] = round(summary["mitogen"]["seconds"] / summary["linear"]["seconds"], 3)
