@@ -38,12 +38,16 @@ _SPEC = importlib.util.spec_from_file_location("perimeter", os.path.join(os.path
 perimeter = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(perimeter)
 
+# The snippets print their answer on a line of its own after MARK: Ray's driver prints the cluster's own
+# messages on standard output too, even after that line (a raylet just killed: "The node ... has been marked
+# dead ... (2) raylet has lagging heartbeats due to slow network or busy workload.").
+MARK = "llm_cluster-result: "
 READ = r'''
 import json, sys, ray
 ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
 alive = [n for n in ray.nodes() if n["Alive"]]
-print(json.dumps({"alive": sorted(n["NodeManagerAddress"] for n in alive),
-                  "npu": ray.cluster_resources().get("NPU", 0)}))
+print("llm_cluster-result: " + json.dumps({"alive": sorted(n["NodeManagerAddress"] for n in alive),
+                                           "npu": ray.cluster_resources().get("NPU", 0)}))
 '''
 # Three tasks that each need all 8 NPU of a node, overlapping in time: one runs on every node.
 SPREAD = r'''
@@ -53,7 +57,7 @@ ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
 def where():
     time.sleep(2)
     return socket.gethostname()
-print(json.dumps(sorted(ray.get([where.remote() for _ in range(3)], timeout=120))))
+print("llm_cluster-result: " + json.dumps(sorted(ray.get([where.remote() for _ in range(3)], timeout=120))))
 '''
 
 
@@ -74,13 +78,20 @@ def python(node, code, *args):
                     % (AUTH_ENV, PY, " ".join(args), code))
 
 
+def answer(out):
+    """The JSON a snippet printed after MARK (the last such line), whatever Ray printed around it."""
+    lines = [line[len(MARK):] for line in out.stdout.splitlines() if line.startswith(MARK)]
+    assert lines, (out.stdout[-2000:], out.stderr[-2000:])
+    return json.loads(lines[-1])
+
+
 def cluster(nodes, addresses, port=6379, want=3, wait=60):
     """Alive node addresses and NPU total seen from ray-master1, waiting up to `wait` s for `want` nodes."""
     deadline, last = time.time() + wait, None
     while time.time() < deadline:
         out = python(nodes["ray-master1"], READ, "%s:%d" % (addresses["ray-master1"], port))
         if out.rc == 0:
-            last = json.loads(out.stdout.strip().splitlines()[-1])
+            last = answer(out)
             if len(last["alive"]) == want:
                 break
         time.sleep(2)
@@ -144,7 +155,7 @@ def test_cluster_has_3_nodes_and_24_npu(nodes, addresses):
 def test_a_task_runs_on_every_node(nodes, addresses):
     out = python(nodes["ray-master1"], SPREAD, "%s:6379" % addresses["ray-master1"])
     assert out.rc == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == NAMES
+    assert answer(out) == NAMES
 
 
 def test_units_enabled_and_pinned(nodes, addresses):
