@@ -145,6 +145,11 @@ def _flag_args(flags):
     return args
 
 
+def _kind(node):
+    """The node's accelerator kind, cpu where it has none."""
+    return node.get("accelerator") or "cpu"
+
+
 def _devices(node):
     if node.get("accelerator") in ("npu", "gpu"):
         return int(node.get("count") or 0)
@@ -313,13 +318,12 @@ def plan(nodes, settings):
     per_node = [_devices(node) for node in nodes]
     pd_entries = {}
     # A serving group is one kind of node: one backend and one build of the engine serve all of it.
-    if topology != "single":
-        odd = [n["host"] for n in nodes if (n.get("accelerator") or "cpu") != (head.get("accelerator") or "cpu")]
-        if odd:
-            errors.append("%s: serve_topology %s needs one kind of accelerator on every node of the group (the head "
-                          "%s has %s; %s): take the node out of the group"
-                          % (", ".join(odd), topology, head["host"], head.get("accelerator") or "cpu",
-                             ", ".join("%s %s" % (n["host"], n.get("accelerator") or "cpu") for n in nodes if n["host"] in odd)))
+    odd = [n for n in nodes if _kind(n) != _kind(head)] if topology != "single" else []
+    if odd:
+        errors.append("%s: serve_topology %s needs one kind of accelerator on every node of the group (the head "
+                      "%s has %s; %s): take the node out of the group"
+                      % (", ".join(n["host"] for n in odd), topology, head["host"], _kind(head),
+                         ", ".join("%s %s" % (n["host"], _kind(n)) for n in odd)))
 
     if topology == "single":
         engine_nodes = [head]

@@ -23,11 +23,13 @@ import argparse
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import tempfile
 import time
+
+# The cgroup and rusage readers of the deploy benchmark beside this file.
+from bench_deploy_scale import container_cpu_seconds, controller_cpu_seconds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NODES = ("llmc-demo-master", "llmc-demo-worker")
@@ -36,27 +38,8 @@ RECAP = re.compile(r"^(?P<host>llmc-demo-\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P
 
 
 def node_cpu_seconds():
-    """CPU time the demo's containers used so far (cgroup v2 cpu.stat, else v1 cpuacct), summed."""
-    total = 0.0
-    for name in NODES:
-        ident = subprocess.run(["docker", "inspect", "--format", "{{.Id}}", name], check=True,
-                               stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
-        v2 = "/sys/fs/cgroup/system.slice/docker-%s.scope/cpu.stat" % ident
-        v1 = "/sys/fs/cgroup/cpuacct/docker/%s/cpuacct.usage" % ident
-        if os.path.exists(v2):
-            with open(v2) as handle:
-                total += int(dict(line.split() for line in handle)["usage_usec"]) / 1e6
-        elif os.path.exists(v1):
-            with open(v1) as handle:
-                total += int(handle.read()) / 1e9
-        else:
-            raise SystemExit("no cgroup CPU counter for %s" % name)
-    return total
-
-
-def controller_cpu_seconds():
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+    """CPU time the demo's containers used so far."""
+    return container_cpu_seconds(NODES)
 
 
 def mitogen_environment(directory):

@@ -108,9 +108,14 @@ def remove_cluster(count, network):
 
 
 def node_cpu_seconds(count):
-    """CPU time used so far by the containers (cgroup v1 cpuacct, else v2 cpu.stat), summed."""
+    """CPU time used so far by the benchmark's containers, summed."""
+    return container_cpu_seconds(names(count))
+
+
+def container_cpu_seconds(containers):
+    """CPU time used so far by these containers (cgroup v1 cpuacct, else v2 cpu.stat), summed."""
     total = 0.0
-    for name in names(count):
+    for name in containers:
         ident = docker("inspect", "--format", "{{.Id}}", name).strip()
         v1 = "/sys/fs/cgroup/cpuacct/docker/%s/cpuacct.usage" % ident
         v2 = "/sys/fs/cgroup/system.slice/docker-%s.scope/cpu.stat" % ident
