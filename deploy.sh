@@ -43,7 +43,7 @@ Subcommands:
 
 Options:
   -i, --inventory PATH   inventory (an llm_solution config.yaml works as is)
-  -t, --tags TAGS        only these parts: prepare, npu_network, binding, ray,
+  -t, --tags TAGS        only these parts: prepare, npu_network, binding, bundle, ray,
                          model, serve, monitoring, tuning (comma separated); status: prepare, ray,
                          serve, verify (verify = every report)
       --skip-tags TAGS   skip these parts

@@ -257,6 +257,11 @@ class ActionModule(ActionBase):
                     # What the bundle gives this node (as the roles' defaults read it), and what it lacks.
                     items, problems = _bundle.resolve(bundle.strip(), host, self._engine_image(host_vars),
                                                       check_files=True)
+                    # Where the bundle step's chain puts the content on this node (one message for every node
+                    # that has the same value).
+                    problems += list(_bundle.node_path_problems(
+                        self._template(host_vars.get("llm_cluster_bundle_node_path")),
+                        self._template(host_vars.get("model_path", ""))))
                     spec["offline"][host]["__bundle"] = {"items": items, "problems": problems}
             except Exception as exc:  # pylint: disable=broad-except
                 spec["addresses"][host] = "<cannot be read: %s>" % exc

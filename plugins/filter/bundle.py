@@ -59,10 +59,28 @@ def bundle_mismatch_line(mismatch):
     return _bundle.mismatch_line(mismatch)
 
 
+def bundle_payload_manifest(document):
+    """The manifest of what the bundle step's chain carries to every node: a bundle's content without its model."""
+    try:
+        return _bundle.payload_manifest(document)
+    except ValueError as exc:
+        raise AnsibleFilterError("llm_cluster_bundle: %s" % exc)
+
+
+def bundle_node_path(value, model_path=""):
+    """llm_cluster_bundle_node_path, checked: its default when not set (None), "" for no chain."""
+    value = _bundle.NODE_PATH if value is None else value
+    problems = _bundle.node_path_problems(value, model_path)
+    if problems:
+        raise AnsibleFilterError(problems[0])
+    return value
+
+
 class FilterModule(object):
     def filters(self):
         return {"bundle_image_pin_problems": bundle_image_pin_problems,
                 "bundle_image_problems": bundle_image_problems, "bundle_image_records": bundle_image_records,
-                "bundle_mismatch_line": bundle_mismatch_line,
+                "bundle_mismatch_line": bundle_mismatch_line, "bundle_node_path": bundle_node_path,
+                "bundle_payload_manifest": bundle_payload_manifest,
                 "bundle_pip_platforms": bundle_pip_platforms, "bundle_platform": bundle_platform,
                 "bundle_wheel_pins": bundle_wheel_pins}

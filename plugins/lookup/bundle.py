@@ -39,12 +39,29 @@ options:
     description: The node's engine image as name:tag, for C(image_archive) and C(image_id); empty on the host runtime.
     type: str
     default: ""
+  side:
+    description:
+      - Where the paths of C(wheels) and C(image_archive) are read, the only items the chain carries to the nodes.
+      - V(controller) gives their paths in the bundle on the controller, or an empty string when the chain carries
+        them (O(node_path) not empty), since no role copies them from the controller then.
+      - V(node) gives their paths under O(node_path) on every node, or an empty string without the chain.
+      - The other items are the same on both sides.
+    type: str
+    choices: [controller, node]
+    default: controller
+  node_path:
+    description:
+      - Where the chain puts the bundle's content on every node (C(llm_cluster_bundle_node_path)); an empty string
+        means no chain. Null (C(llm_cluster_bundle_node_path) not set) gives C(/var/cache/llm_cluster/bundle).
+    type: str
 """
 
 EXAMPLES = r"""
-- name: Show the wheels the bundle gives this node
+- name: Show the wheels the bundle gives this node, where the chain puts them
   ansible.builtin.debug:
-    msg: "{{ lookup('aihost.llm_cluster.bundle', 'wheels', bundle=llm_cluster_bundle, host=inventory_hostname) }}"
+    msg: >-
+      {{ lookup('aihost.llm_cluster.bundle', 'wheels', bundle=llm_cluster_bundle, host=inventory_hostname, side='node',
+                node_path=llm_cluster_bundle_node_path | default(none)) }}
 """
 
 RETURN = r"""
@@ -62,9 +79,17 @@ from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _bundle
 
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
-        unknown = sorted(set(kwargs) - {"bundle", "host", "image"})
+        unknown = sorted(set(kwargs) - {"bundle", "host", "image", "side", "node_path"})
         if unknown:
-            raise AnsibleLookupError("bundle: %s is not an option (bundle, host, image)" % ", ".join(unknown))
+            raise AnsibleLookupError("bundle: %s is not an option (bundle, host, image, side, node_path)" % ", ".join(unknown))
+        side = kwargs.get("side") or "controller"
+        if side not in ("controller", "node"):
+            raise AnsibleLookupError("bundle: side must be controller or node, not %r" % (side,))
+        node_path = kwargs.get("node_path")
+        node_path = _bundle.NODE_PATH if node_path is None else str(node_path).strip()
+        problems = _bundle.node_path_problems(node_path)
+        if problems:
+            raise AnsibleLookupError(problems[0])
         unknown = [term for term in terms if term not in _bundle.ITEMS]
         if unknown:
             raise AnsibleLookupError("bundle: %s is not an item of a bundle (%s)"
@@ -73,4 +98,8 @@ class LookupModule(LookupBase):
         if not bundle:
             return ["" for _term in terms]
         items, _problems = _bundle.resolve(bundle, str(kwargs.get("host") or ""), str(kwargs.get("image") or ""))
-        return [items[term] for term in terms]
+        placed = _bundle.on_nodes(bundle, items, node_path)
+        if side == "controller":
+            # What the chain carries is not copied from the controller.
+            placed = dict(items, **{name: ("" if node_path else items[name]) for name in _bundle.CARRIED})
+        return [placed[term] for term in terms]

@@ -12,6 +12,7 @@ import json
 import os
 import re
 
+from ansible_collections.aihost.llm_cluster.plugins.module_utils._manifest import canonical_digest
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _inventory_validation
 
 ARCHES = ("x86_64", "aarch64")
@@ -167,6 +168,13 @@ def mismatch_line(mismatch):
 
 # The items a node takes from a bundle (llm_cluster_bundle), as the roles' defaults read them.
 ITEMS = ("wheels", "lock", "image_archive", "image_id", "model", "platform")
+# The items the chain carries to the nodes (llm_cluster_bundle_node_path): the nodes read them there, and the
+# controller copies them to no node. The model takes its own chain to model_path; the lock and the image's ID are
+# read on the controller.
+CARRIED = ("wheels", "image_archive")
+# Where the bundle's content lands on every node unless llm_cluster_bundle_node_path says otherwise.
+NODE_PATH = "/var/cache/llm_cluster/bundle"
+_NODE_PATH = re.compile(r"^(/[A-Za-z0-9._+@-]+)+$")
 
 
 def _content(document):
@@ -299,3 +307,67 @@ def resolve(bundle, host, image="", check_files=False):
     resolved = {name: (os.path.join(bundle, value) if value and name not in ("image_id", "platform") else value)
                 for name, value in items.items()}
     return resolved, problems
+
+
+def node_path_problems(value, model_path=""):
+    """Messages for llm_cluster_bundle_node_path: "" (no chain) or an absolute path of plain characters, not the
+    model's directory, inside it or around it (the model's chain verifies that directory file by file)."""
+    if value is None:
+        return []
+    if not isinstance(value, str):
+        return ["llm_cluster_bundle_node_path must be a path or \"\" (got %s): where the bundle's content lands on "
+                "every node, e.g. %s" % (type(value).__name__, NODE_PATH)]
+    if value == "":
+        return []
+    if not _NODE_PATH.match(value) or any(part in (".", "..") for part in value.split("/")[1:]):
+        return ["llm_cluster_bundle_node_path %r is not an absolute path of letters, digits and ._+@- (no '..', no "
+                "trailing '/'): give a directory such as %s, or \"\" to copy each node's files from the controller"
+                % (value, NODE_PATH)]
+    model = model_path.rstrip("/") if isinstance(model_path, str) else ""
+    if model and (value == model or value.startswith(model + "/") or model.startswith(value + "/")):
+        return ["llm_cluster_bundle_node_path %s overlaps model_path %s: the model and the bundle are verified file "
+                "by file, each against its own manifest; give the bundle a directory of its own, e.g. %s"
+                % (value, model, NODE_PATH)]
+    return []
+
+
+def on_nodes(bundle, items, node_path):
+    """``items`` (as ``resolve`` returns them) as the nodes find them when the chain carried the bundle's content to
+    ``node_path`` on every node: the carried items' paths under it; "" for them when ``node_path`` is "" (no chain).
+    The other items are returned as they are."""
+    bundle = str(bundle).rstrip("/") or "/"
+    document, _why = read_manifest(bundle)
+    content = os.path.join(bundle, _content(document) if isinstance(document, dict) else "content")
+    placed = dict(items)
+    for name in CARRIED:
+        value = items.get(name) or ""
+        if value and node_path and (value + "/").startswith(content + "/"):
+            placed[name] = node_path.rstrip("/") + value[len(content):]
+        else:
+            placed[name] = ""
+    return placed
+
+
+def payload_manifest(document):
+    """The manifest (model_manifest's format: version, files with path, size and SHA-256, their digest, total
+    bytes) of what the chain carries to every node: the bundle's content without its model, which takes the
+    model's own chain. Raises ValueError when ``document`` is not a bundle's MANIFEST.json."""
+    if not isinstance(document, dict) or document.get("version") != 1 or not isinstance(document.get("files"), list):
+        raise ValueError("not a bundle's MANIFEST.json (version 1, with its files): build it with ./deploy.sh bundle")
+    model = document.get("model")
+    prefix = model["path"].strip("/") + "/" if isinstance(model, dict) and isinstance(model.get("path"), str) \
+        and model["path"].strip("/") else None
+    files = []
+    for entry in document["files"]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+            raise ValueError("MANIFEST.json lists a file without a path: %r" % (entry,))
+        if prefix and entry["path"].startswith(prefix):
+            continue
+        files.append({"path": entry["path"], "size": entry.get("size"), "sha256": entry.get("sha256")})
+    try:
+        digest = canonical_digest(files)
+        total = sum(int(entry["size"]) for entry in files)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise ValueError("MANIFEST.json lists a file without a size or SHA-256 (%s)" % exc)
+    return {"version": 1, "files": sorted(files, key=lambda entry: entry["path"]), "digest": digest,
+            "total_bytes": total, "content": _content(document), "excluded": [prefix.rstrip("/")] if prefix else []}

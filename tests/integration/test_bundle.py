@@ -160,6 +160,12 @@ def test_a_replicas_cluster_s_bundle_carries_the_router_apart_from_the_engine_s_
     assert found.returncode == 0, found.stdout[-2000:] + found.stderr[-2000:]
 
 
+def shown(result):
+    """{host: what bundle_items.yml printed for it}."""
+    return {m.group(1): json.loads(m.group(2).replace('\\"', '"'))
+            for m in re.finditer(r'^ok: \[(\S+)\] => \{\n\s*"msg": "BUNDLE (.*)"\n\}$', result.stdout, re.M)}
+
+
 def given_to_a_deploy(tmp_path, target, model):
     """The bundle given to a deploy as llm_cluster_bundle, alone: the roles' defaults take each item from it, the
     validation passes, and what it lacks for a node is named before any host is touched."""
@@ -171,14 +177,27 @@ def given_to_a_deploy(tmp_path, target, model):
     # The roles' own defaults, read as the roles read them (tests/integration/playbooks/bundle_items.yml).
     result = deploy(str(path), os.path.join(HERE, "playbooks", "bundle_items.yml"), result_format="json")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    found = {m.group(1): json.loads(m.group(2).replace('\\"', '"'))
-             for m in re.finditer(r'^ok: \[(\S+)\] => \{\n\s*"msg": "BUNDLE (.*)"\n\}$', result.stdout, re.M)}
+    found = shown(result)
     platform = "%s/content/wheels/x86_64-py3.11" % target
+    # The wheels are read where the bundle step's chain puts them on each node; nothing is copied from the
+    # controller but the model (its own chain) and the lock (read on the controller).
     for host in ("master1", "worker1"):
-        assert found[host] == {"ray_cluster_wheelhouse_src": platform, "serve_pip_lock": platform + "/engine-lock.txt",
+        assert found[host] == {"ray_cluster_wheelhouse": "/var/cache/llm_cluster/bundle/wheels/x86_64-py3.11",
+                               "ray_cluster_wheelhouse_src": "",
+                               "serve_wheelhouse": "/var/cache/llm_cluster/bundle/wheels/x86_64-py3.11",
+                               "serve_pip_lock": platform + "/engine-lock.txt", "serve_image_archive_remote_src": False,
                                "serve_offline": True, "prepare_offline": True, "serve_image_archive": "",
                                "model_distribution_source": "controller",
                                "model_distribution_controller_path": "%s/content/model/tiny-llama" % target}, found
+    # Without the chain (llm_cluster_bundle_node_path: ""), each node's wheels are copied from the controller.
+    result = deploy(str(path), os.path.join(HERE, "playbooks", "bundle_items.yml"), "-e", '{"llm_cluster_bundle_node_path": ""}',
+                    result_format="json")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    found = shown(result)
+    names = ("ray_cluster_wheelhouse", "ray_cluster_wheelhouse_src", "serve_wheelhouse")
+    assert {name: found["worker1"][name] for name in names} == {
+        "ray_cluster_wheelhouse": "", "ray_cluster_wheelhouse_src": platform,
+        "serve_wheelhouse": "/var/cache/llm_cluster/wheelhouse"}, found
     # The validation: offline, from the bundle, nothing named.
     result = deploy(str(path), os.path.join(ROOT, "playbooks", "deploy.yml"), "--tags", "always", "-v")
     output = " ".join((result.stdout + result.stderr).split())
@@ -188,6 +207,8 @@ def given_to_a_deploy(tmp_path, target, model):
     # platform serves it too); a file of the model changed after the build.
     inventory["all"]["vars"].pop("serve_runtime")
     inventory["all"]["children"]["workers"]["hosts"]["worker2"] = {"ansible_host": "192.0.2.12"}
+    # And a node path for the chain that is no absolute path.
+    inventory["all"]["vars"]["llm_cluster_bundle_node_path"] = "var/cache/bundle"
     path.write_text(yaml.safe_dump(inventory), encoding="utf-8")
     (target / "content" / "model" / "tiny-llama" / "config.json").write_text("{}", encoding="utf-8")
     result = deploy(str(path), os.path.join(ROOT, "playbooks", "deploy.yml"), "--tags", "always")
@@ -198,7 +219,8 @@ def given_to_a_deploy(tmp_path, target, model):
                   "master1 runs the engine image %s, which llm_cluster_bundle %s does not hold (it holds none)"
                   % (image, target),
                   "worker2 runs the engine image %s, which llm_cluster_bundle %s does not hold" % (image, target),
-                  "master1 needs %s/content/model/tiny-llama/config.json has 2 bytes, its MANIFEST.json 24" % target):
+                  "master1 needs %s/content/model/tiny-llama/config.json has 2 bytes, its MANIFEST.json 24" % target,
+                  "llm_cluster_bundle_node_path 'var/cache/bundle' is not an absolute path"):
         assert named in output, (named, output[-3000:])
     assert "UNREACHABLE" not in output
     (target / "content" / "model" / "tiny-llama" / "config.json").write_bytes((model / "config.json").read_bytes())

@@ -169,3 +169,98 @@ def test_the_lookup_gives_empty_strings_without_a_bundle_and_refuses_an_unknown_
         lookup.run(["wheels"], {}, bundle=root, hosts="master1")
     # A bundle that lacks the node: empty strings (the validation has named it before any host is touched).
     assert lookup.run(["wheels"], {}, bundle=root, host="worker9") == [""]
+
+
+def test_the_chain_s_copy_is_where_the_nodes_read_the_wheels_and_the_archive(tmp_path):
+    """With the chain (llm_cluster_bundle_node_path, by default /var/cache/llm_cluster/bundle) the nodes read the
+    wheels and the image archive from their own copy, and no role copies them from the controller; the lock, the
+    image's ID and the model stay the controller's."""
+    root = build(tmp_path)
+    lookup = bundle_lookup.LookupModule()
+    terms = ["wheels", "image_archive", "lock", "image_id", "model"]
+    on_node = lookup.run(terms, {}, bundle=root, host="master1", image=IMAGE, side="node", node_path=None)
+    assert on_node == [_bundle.NODE_PATH + "/wheels/x86_64-py3.11", _bundle.NODE_PATH + "/" + ARCHIVE,
+                       os.path.join(root, "content/wheels/x86_64-py3.11/engine-lock.txt"), IMAGE_ID,
+                       os.path.join(root, "content/model/tiny-llama")]
+    assert lookup.run(terms[:2], {}, bundle=root + "/", host="worker1", side="node", node_path="/srv/airgap") == [
+        "/srv/airgap/wheels/aarch64-py3.9", ""]
+    # The controller side: nothing to copy for what the chain carries.
+    assert lookup.run(terms[:2], {}, bundle=root, host="master1", image=IMAGE, node_path=None) == ["", ""]
+    # No chain (""): the controller's paths, copied to each node by the roles as before.
+    assert lookup.run(terms[:2], {}, bundle=root, host="master1", image=IMAGE, node_path="") == [
+        os.path.join(root, "content/wheels/x86_64-py3.11"), os.path.join(root, "content", ARCHIVE)]
+    assert lookup.run(terms[:2], {}, bundle=root, host="master1", image=IMAGE, side="node", node_path="") == ["", ""]
+    with pytest.raises(Exception, match="side must be controller or node"):
+        lookup.run(["wheels"], {}, bundle=root, host="master1", side="nodes")
+    with pytest.raises(Exception, match="is not an absolute path"):
+        lookup.run(["wheels"], {}, bundle=root, host="master1", side="node", node_path="var/cache/bundle")
+
+
+def test_the_chain_carries_the_content_without_the_model_under_a_manifest_the_module_accepts(tmp_path):
+    from ansible_collections.aihost.llm_cluster.plugins.module_utils import _manifest
+
+    root = build(tmp_path)
+    with open(os.path.join(root, "MANIFEST.json"), encoding="utf-8") as handle:
+        document = json.load(handle)
+    payload = _bundle.payload_manifest(document)
+    assert [entry["path"] for entry in payload["files"]] == sorted(
+        path for path in FILES if not path.startswith("model/"))
+    assert payload["excluded"] == ["model/tiny-llama"] and payload["content"] == "content"
+    assert payload["total_bytes"] == sum(len(data) for path, data in FILES.items() if not path.startswith("model/"))
+    # The module that verifies every node's copy takes it as it is, and finds the content's files match it.
+    checked = _manifest.check_manifest(payload)
+    assert checked["digest"] == payload["digest"]
+    result = _manifest.verify(os.path.join(root, "content"), payload)
+    assert result["bad_files"] == [] and {item["path"] for item in result["mismatches"]} == {
+        "model/tiny-llama/config.json", "model/tiny-llama/model.safetensors"}
+    # A bundle without a model carries everything.
+    document["model"] = {}
+    assert len(_bundle.payload_manifest(document)["files"]) == len(FILES)
+
+
+@pytest.mark.parametrize("document, why", [
+    (None, "not a bundle's MANIFEST.json"),
+    ({"version": 2, "files": []}, "not a bundle's MANIFEST.json"),
+    ({"version": 1, "files": [{"size": 1, "sha256": "0" * 64}]}, "without a path"),
+    ({"version": 1, "files": [{"path": "a.whl", "sha256": "0" * 64}]}, "without a size or SHA-256"),
+    ({"version": 1, "files": [{"path": "a.whl", "size": "many", "sha256": "0" * 64}]}, "without a size or SHA-256"),
+])
+def test_a_manifest_the_chain_cannot_carry_is_refused_with_why(document, why):
+    with pytest.raises(ValueError, match=why):
+        _bundle.payload_manifest(document)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                    max_leaves=12))
+def test_any_document_gives_a_payload_or_a_value_error(document):
+    try:
+        payload = _bundle.payload_manifest(document)
+    except ValueError:
+        return
+    assert payload["version"] == 1 and isinstance(payload["files"], list)
+
+
+@pytest.mark.parametrize("value, model, why", [
+    ("var/cache/llm_cluster/bundle", "", "is not an absolute path"),
+    ("/var/cache/../etc", "", "is not an absolute path"),
+    ("/var/cache/llm_cluster/bundle/", "", "is not an absolute path"),
+    ("/var/cache/llm bundle", "", "is not an absolute path"),
+    ("/var/cache/bundle\nExecStart=/bin/sh", "", "is not an absolute path"),
+    ("/var/cache/$(reboot)", "", "is not an absolute path"),
+    (["/var/cache/bundle"], "", "must be a path"),
+    (7, "", "must be a path"),
+    ("/srv/models/qwen", "/srv/models/qwen/", "overlaps model_path /srv/models/qwen"),
+    ("/srv/models/qwen/bundle", "/srv/models/qwen", "overlaps model_path"),
+    ("/srv/models", "/srv/models/qwen", "overlaps model_path"),
+])
+def test_a_node_path_the_chain_cannot_use_is_named_with_the_fix(value, model, why):
+    problems = _bundle.node_path_problems(value, model)
+    assert len(problems) == 1 and why in problems[0] and "llm_cluster_bundle_node_path" in problems[0]
+
+
+@pytest.mark.parametrize("value, model", [(None, ""), ("", "/srv/models/qwen"), (_bundle.NODE_PATH, "/srv/models/qwen"),
+                                          ("/srv/models-bundle", "/srv/models")])
+def test_the_default_no_chain_and_a_sibling_of_the_model_are_accepted(value, model):
+    assert _bundle.node_path_problems(value, model) == []
