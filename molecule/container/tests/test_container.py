@@ -99,6 +99,34 @@ def test_image_came_from_the_archive_and_no_copy_is_left(nodes):
         assert node.run("ls /var/lib/llm_cluster/engine/*.tar").rc != 0
 
 
+def test_the_bundle_came_once_from_the_controller_then_from_the_head_and_matches_its_manifest(nodes):
+    """The nodes mount no wheelhouse and no image: deploy's bundle step brought the bundle prepare.yml built."""
+    bundle = os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], ".cache", "bundle-container")
+    with open(os.path.join(bundle, "MANIFEST.json"), encoding="utf-8") as handle:
+        manifest = json.load(handle)
+    files = {entry["path"]: entry["sha256"] for entry in manifest["files"]}
+    archive = [record["archive"] for record in manifest["images"] if record["ref"] == IMAGE]
+    assert len(archive) == 1 and archive[0] in files
+    ray = [path for path in files if path.startswith("wheels/x86_64-py3.11/ray-")]
+    assert len(ray) == 1, files
+    for name, node in nodes.items():
+        assert not node.file("/wheelhouse").exists and not node.file("/images").exists, name
+        # Recomputed on the node: the image's archive and Ray's wheel are the manifest's.
+        for path in (archive[0], ray[0]):
+            digest = node.check_output("sha256sum /var/cache/llm_cluster/bundle/%s" % path).split()[0]
+            assert digest == files[path], (name, path)
+        # What Ray runs is the bundle's: its venv's Ray version is the wheel's.
+        version = node.check_output("/opt/llm_cluster/ray/bin/python -c 'import ray; print(ray.__version__)'")
+        assert "/ray-%s-" % version.strip() in ray[0]
+    artifacts = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "artifacts")
+    with open(os.path.join(artifacts, "bundle-distribution-last-transfer.json"), encoding="utf-8") as handle:
+        sent = json.load(handle)
+    # The first converge: the controller pushed to ct-master1 (the chain's source), which sent ct-worker1 everything.
+    assert sent["source"] == "ct-master1" and [(link["src"], link["dst"]) for link in sent["rounds"][0]] == [
+        ("ct-master1", "ct-worker1")]
+    assert [(t["dst"], t["files"]) for t in sent["transfers"]] == [("ct-worker1", len(files))]
+
+
 # A connection attempt from a node: "connected", or the error that stopped it.
 CONNECT = """
 import socket, sys
