@@ -85,11 +85,6 @@ class LookupModule(LookupBase):
         side = kwargs.get("side") or "controller"
         if side not in ("controller", "node"):
             raise AnsibleLookupError("bundle: side must be controller or node, not %r" % (side,))
-        node_path = kwargs.get("node_path")
-        node_path = _bundle.NODE_PATH if node_path is None else str(node_path).strip()
-        problems = _bundle.node_path_problems(node_path)
-        if problems:
-            raise AnsibleLookupError(problems[0])
         unknown = [term for term in terms if term not in _bundle.ITEMS]
         if unknown:
             raise AnsibleLookupError("bundle: %s is not an item of a bundle (%s)"
@@ -97,9 +92,15 @@ class LookupModule(LookupBase):
         bundle = kwargs.get("bundle") or ""
         if not bundle:
             return ["" for _term in terms]
+        node_path = kwargs.get("node_path")
+        node_path = _bundle.NODE_PATH if node_path is None else (node_path.strip() if isinstance(node_path, str) else node_path)
+        problems = _bundle.node_path_problems(node_path)
+        if problems:
+            raise AnsibleLookupError(problems[0])
         items, _problems = _bundle.resolve(bundle, str(kwargs.get("host") or ""), str(kwargs.get("image") or ""))
-        placed = _bundle.on_nodes(bundle, items, node_path)
-        if side == "controller":
+        if side == "node":
+            placed = _bundle.on_nodes(bundle, items, node_path)
+        else:
             # What the chain carries is not copied from the controller.
             placed = dict(items, **{name: ("" if node_path else items[name]) for name in _bundle.CARRIED})
         return [placed[term] for term in terms]

@@ -194,6 +194,10 @@ def test_the_chain_s_copy_is_where_the_nodes_read_the_wheels_and_the_archive(tmp
         lookup.run(["wheels"], {}, bundle=root, host="master1", side="nodes")
     with pytest.raises(Exception, match="is not an absolute path"):
         lookup.run(["wheels"], {}, bundle=root, host="master1", side="node", node_path="var/cache/bundle")
+    with pytest.raises(Exception, match="must be a path"):
+        lookup.run(["wheels"], {}, bundle=root, host="master1", side="node", node_path=["/var/cache/bundle"])
+    # Without a bundle every item is empty, whatever the node path says (the validation names a bad one then).
+    assert lookup.run(["wheels"], {}, bundle="", host="master1", side="node", node_path="var/cache/bundle") == [""]
 
 
 def test_the_chain_carries_the_content_without_the_model_under_a_manifest_the_module_accepts(tmp_path):
