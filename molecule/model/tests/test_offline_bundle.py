@@ -48,6 +48,13 @@ def report(name="bundle-distribution.json"):
         return json.load(handle)
 
 
+def msgpack_version():
+    """The version of the one msgpack wheel in the wheelhouse `make` fills."""
+    wheels = [name for name in os.listdir(WHEELHOUSE) if name.startswith("msgpack-") and name.endswith(".whl")]
+    assert len(wheels) == 1, wheels
+    return wheels[0].split("-")[1]
+
+
 @pytest.fixture(scope="module")
 def nodes():
     return {name: testinfra.get_host("ansible://%s?ansible_inventory=%s" % (name, INVENTORY)) for name in NAMES}
@@ -59,10 +66,8 @@ def bundle(tmp_path_factory):
     from the wheelhouse `make` fills, a one-file image made with docker import, and a small model (which the bundle
     step leaves to the model step). The nodes are not contacted (bundle_platform is given)."""
     work = tmp_path_factory.mktemp("offline-bundle")
-    msgpack = [name for name in os.listdir(WHEELHOUSE) if name.startswith("msgpack-") and name.endswith(".whl")]
-    assert len(msgpack) == 1, msgpack
     lock = work / "engine.lock"
-    lock.write_text("ray==%s\nmsgpack==%s\n" % (RAY, msgpack[0].split("-")[1]), encoding="utf-8")
+    lock.write_text("ray==%s\nmsgpack==%s\n" % (RAY, msgpack_version()), encoding="utf-8")
     payload = work / "engine-payload.txt"
     payload.write_bytes(os.urandom(256 * 1024))
     layer = work / "layer.tar"
@@ -121,8 +126,7 @@ def test_the_bundle_reaches_every_node_down_one_chain_and_matches_its_manifest(n
     # What the roles install from: pip finds the lock's pins in a worker's copy, with no index.
     worker = nodes["md-worker4"]
     found = worker.run("python3 -m pip download --no-index --no-deps --find-links %s/wheels/x86_64-py3.11 "
-                       "-d /tmp/bundle-probe 'msgpack==%s' && rm -rf /tmp/bundle-probe"
-                       % (ON_NODE, [p for p in want if "/msgpack-" in p][0].split("/msgpack-")[1].split("-")[0]))
+                       "-d /tmp/bundle-probe 'msgpack==%s' && rm -rf /tmp/bundle-probe" % (ON_NODE, msgpack_version()))
     assert found.rc == 0, found.stdout + found.stderr
 
 
