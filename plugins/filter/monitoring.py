@@ -10,10 +10,11 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _monitoring
 
 
-def monitoring_recording_rules(engine, version, accelerators=("npu", "gpu")):
-    """The ``llm:*`` and ``accel:*`` recording rules for ``engine`` at ``version``; see plugin_utils/_monitoring.py."""
+def monitoring_recording_rules(engine, version, accelerators=("npu", "gpu"), router=""):
+    """The ``llm:*`` and ``accel:*`` recording rules for ``engine`` at ``version`` (and vLLM's router in ``router``
+    mode, "regular" or "pd"); see plugin_utils/_monitoring.py."""
     try:
-        return _monitoring.recording_rules(str(engine), str(version or ""), list(accelerators))
+        return _monitoring.recording_rules(str(engine), str(version or ""), list(accelerators), str(router or ""))
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError("monitoring_recording_rules: %s" % exc)
 

@@ -12,7 +12,8 @@ documentation and GPUStack's per-version mapping (docs/monitoring.md cites each)
 
 Pure functions (no Ansible objects), used by the filters of plugins/filter/monitoring.py:
 
-* ``recording_rules(engine, version, accelerators)``: Prometheus rule groups for the live engine version.
+* ``recording_rules(engine, version, accelerators, router)``: Prometheus rule groups for the live engine version
+  (and vLLM's router in front of replicas or prefill/decode engines).
 * ``alert_rules(thresholds)``: the alerts, each with a runbook line.
 * ``used_metric_names(expr)``: the metric names a PromQL expression reads.
 * ``exposed_metric_names(text)``: the metric names a ``/metrics`` page serves (samples, HELP and TYPE).
@@ -24,7 +25,7 @@ from __future__ import annotations
 import re
 
 # Scrape jobs, by what serves the page.
-JOBS = ("engine", "npu", "gpu", "node", "ray")
+JOBS = ("engine", "router", "npu", "gpu", "node", "ray")
 
 # Engines whose metrics the table knows. vllm_ascend and vllm_mindspore are vLLM platform plugins: they serve
 # vLLM's metrics, and the version that selects a row is vLLM's.
@@ -92,6 +93,20 @@ ACCEL_METRICS = (
     ("temperature_celsius", "gpu", "DCGM_FI_DEV_GPU_TEMP"),
     ("ecc_uncorrectable_errors", "gpu", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"),
 )
+# vLLM's router (vllm-router, in front of the replicas and pd topologies), by the mode it runs in: "regular"
+# (replicas) or "pd" (its PD mode). (our name, mode, the router's metric), read from what vllm-router 0.1.17
+# serves on its metrics port (tests/fixtures/vendor/vllm-router-0.1.17-metrics-*.txt). Both modes serve the
+# per-replica health gauge (from its first health check) and the per-replica request counter (from the first
+# request); the latency histogram has another name in each mode, and only the regular mode counts failures.
+ROUTER_METRICS = (
+    ("healthy", "*", "vllm_router_worker_health"),
+    ("requests", "*", "vllm_router_processed_requests_total"),
+    ("request_seconds", "regular", "vllm_router_generate_duration_seconds"),
+    ("request_seconds", "pd", "vllm_router_pd_request_duration_seconds"),
+    ("failures", "regular", "vllm_router_cb_outcomes_total"),
+)
+ROUTER_MODES = ("regular", "pd")
+
 # The label that names the device: npu-exporter's "id", dcgm-exporter's "gpu"; the rules copy it to "device".
 _DEVICE_LABEL = {"npu": "id", "gpu": "gpu"}
 
@@ -196,12 +211,39 @@ def _accel_rules(accelerators):
     return rules
 
 
-def recording_rules(engine, version, accelerators=("npu", "gpu")):
-    """The rule groups of ``llm:*`` (for ``engine`` at ``version``) and ``accel:*`` (for ``accelerators``)."""
+def router_metrics(mode):
+    """Our name -> the router's metric in ``mode`` ("regular" or "pd")."""
+    if mode not in ROUTER_MODES:
+        raise ValueError("the router's mode must be %s, got %r" % (" or ".join(ROUTER_MODES), mode))
+    return {name: metric for name, row_mode, metric in ROUTER_METRICS if row_mode in ("*", mode)}
+
+
+def _router_rules(mode):
+    metrics = router_metrics(mode)
+    job = 'job="llm_cluster_router"'
+    rules = [{"record": "llm:router_replicas", "expr": "count by (instance) (%s{%s})" % (metrics["healthy"], job)},
+             {"record": "llm:router_replicas_healthy", "expr": "sum by (instance) (%s{%s})" % (metrics["healthy"], job)},
+             {"record": "llm:router_requests:rate5m",
+              "expr": "sum by (instance, worker) (rate(%s{%s}[5m]))" % (metrics["requests"], job)},
+             {"record": "llm:router_request_seconds_bucket:rate5m",
+              "expr": "sum by (instance, le) (rate(%s_bucket{%s}[5m]))" % (metrics["request_seconds"], job)},
+             {"record": "llm:router_request_seconds:p99_5m",
+              "expr": "histogram_quantile(0.99, llm:router_request_seconds_bucket:rate5m)"}]
+    if "failures" in metrics:
+        rules.append({"record": "llm:router_failures:rate5m",
+                      "expr": 'sum by (instance, worker) (rate(%s{%s,outcome="failure"}[5m]))' % (metrics["failures"], job)})
+    return rules
+
+
+def recording_rules(engine, version, accelerators=("npu", "gpu"), router=""):
+    """The rule groups of ``llm:*`` (for ``engine`` at ``version``, and for vLLM's router in ``router`` mode:
+    "regular", "pd" or "" for none) and ``accel:*`` (for ``accelerators``)."""
     unknown = [a for a in accelerators if a not in _DEVICE_LABEL]
     if unknown:
         raise ValueError("accelerators must be npu and/or gpu, got %s" % ", ".join(map(str, unknown)))
     groups = [{"name": "llm_cluster_engine", "rules": _engine_rules(engine, version)}]
+    if router:
+        groups.append({"name": "llm_cluster_router", "rules": _router_rules(router)})
     # One group per exporter: the same record from two expressions in one group is a duplicate to promtool.
     for job in ("npu", "gpu"):
         if job in accelerators:
@@ -237,6 +279,16 @@ def alert_rules(thresholds=None):
         _alert("LLMEngineDown", 'up{job="llm_cluster_engine"} == 0', "1m", "critical",
                "The engine's API on {{ $labels.instance }} is down",
                "playbooks/status.yml names the failing node; journalctl -u llm-cluster-engine on it tells why."),
+        _alert("LLMRouterDown", 'up{job="llm_cluster_router"} == 0', "1m", "critical",
+               "vLLM's router on {{ $labels.instance }} does not answer: the API in front of the replicas is down",
+               "systemctl status llm-cluster-router on the head; journalctl -u llm-cluster-router tells why."),
+        _alert("LLMRouterReplicaUnhealthy", 'vllm_router_worker_health{job="llm_cluster_router"} == 0', "2m", "warning",
+               "The router takes {{ $labels.worker }} out of rotation: its health checks fail",
+               "The others serve meanwhile; systemctl status llm-cluster-engine on that replica's node, then "
+               "./deploy.sh -t serve to start it again."),
+        _alert("LLMRouterNoReplica", "llm:router_replicas_healthy == 0", "1m", "critical",
+               "The router on {{ $labels.instance }} has no healthy replica: every request fails",
+               "playbooks/status.yml names each engine's state; journalctl -u llm-cluster-engine on the nodes."),
         # The head's reading of its GCS connections (monitoring_ray_members), or Ray's agent where it runs.
         _alert("RayNodeLost", 'llm_cluster_ray_member_connected == 0 or up{job="llm_cluster_ray"} == 0', "2m",
                "critical",
@@ -339,7 +391,7 @@ def exposed_metric_names(text):
 def required_metrics(rule_groups, dashboards=()):
     """Job -> {metric name -> [where it is used]} for every name the rules and dashboards read, without the
     names the rules themselves record, ``up`` and ``ALERTS``. A name's job comes from the rule's job selector,
-    else from its prefix (vllm:/sglang: engine, npu_ npu, DCGM_ gpu, node_ node, ray_ ray); a name that fits
+    else from its prefix (vllm:/sglang: engine, vllm_router_ router, npu_ npu, DCGM_ gpu, node_ node, ray_ ray); a name that fits
     no job is filed under ""."""
     recorded = set()
     uses = []
@@ -376,7 +428,7 @@ def _job_of(name, expr):
     match = re.search(re.escape(name) + r'\s*\{[^}]*job="llm_cluster_([a-z]+)"', expr)
     if match and match.group(1) in JOBS:
         return match.group(1)
-    for prefix, job in (("vllm:", "engine"), ("sglang:", "engine"), ("npu_", "npu"), ("DCGM_", "gpu"),
+    for prefix, job in (("vllm:", "engine"), ("sglang:", "engine"), ("vllm_router_", "router"), ("npu_", "npu"), ("DCGM_", "gpu"),
                         ("node_", "node"), ("ray_", "ray")):
         if name.startswith(prefix):
             return job
@@ -424,6 +476,24 @@ def _engine_endpoint(serve, engine, version):
             "ca_file": "" if replicas else endpoint.get("ca_file") or "", "replicas": replicas}
 
 
+def _router_endpoint(serve, problems):
+    """vLLM's router from artifacts/serve.json: {host, address, port, mode}; None where the topology has no router,
+    or the serve step that wrote the file kept the router's metrics on the head's loopback (before they moved to its
+    cluster address: a serve run writes them)."""
+    router = serve.get("router") or {}
+    if not router or not router.get("metrics_address"):
+        return None
+    try:
+        port = int(router.get("metrics_port"))
+    except (TypeError, ValueError):
+        port = 0
+    if not 1 <= port <= 65535:
+        problems.append("artifacts/serve.json: the router's metrics port %r is not a port" % router.get("metrics_port"))
+        return None
+    return {"host": str(router.get("host") or ""), "address": str(router["metrics_address"]), "port": port,
+            "mode": "pd" if serve.get("topology") == "pd" else "regular"}
+
+
 def plan(nodes, settings):
     """Everything the role renders, from the member records ``{host, address, accelerator, exporter}`` (exporter:
     "npu", "gpu" or "" where none runs) and the settings of tasks/context.yml. ``problems`` names each bad input
@@ -457,13 +527,15 @@ def plan(nodes, settings):
     except ValueError as exc:
         problems.append(str(exc))
     accelerators = sorted({n.get("exporter") for n in nodes if n.get("exporter") in _DEVICE_LABEL})
+    router = _router_endpoint(settings.get("serve") or {}, problems) if engine else None
     recording = alerts = {"groups": []}
     try:
         alerts = alert_rules(settings.get("thresholds") or {})
+        mode = router["mode"] if router else ""
         if engine and engine["name"] in ENGINES:
-            recording = recording_rules(engine["name"], engine["version"], accelerators)
+            recording = recording_rules(engine["name"], engine["version"], accelerators, mode)
         else:
-            recording = recording_rules("vllm", "", accelerators)
+            recording = recording_rules("vllm", "", accelerators, mode)
     except ValueError as exc:
         problems.append(str(exc))
 
@@ -502,6 +574,11 @@ def plan(nodes, settings):
                       "backend": engine["name"], "engine_version": engine["version"] or "unknown"}
             targets.setdefault("engine", []).append({"targets": [host_port(address, int(found.group(2)))],
                                                      "labels": labels})
+    if router:
+        # vLLM's router on the head, at the cluster address it serves its metrics on.
+        targets["router"] = [{"targets": [host_port(router["address"], router["port"])],
+                              "labels": {"node": router["host"], "role": "head" if router["host"] == head else "worker",
+                                         "mode": router["mode"]}}]
 
     etc = settings.get("etc") or "/etc/prometheus/llm_cluster"
     host_address = (by_host.get(host) or {}).get("address") or ""
@@ -523,8 +600,8 @@ def plan(nodes, settings):
             if engine["ca_file"]:
                 scrape["tls_config"] = {"ca_file": etc + "/engine-ca.pem"}
         config["scrape_configs"].append(scrape)
-    return {"host": host, "host_address": host_address, "engine": engine, "accelerators": accelerators,
-            "targets": targets, "prometheus": config, "recording_rules": recording, "alert_rules": alerts,
+    return {"host": host, "host_address": host_address, "engine": engine, "router": router, "accelerators": accelerators,
+            "jobs": list(JOBS), "targets": targets, "prometheus": config, "recording_rules": recording, "alert_rules": alerts,
             "problems": problems}
 
 
@@ -569,7 +646,7 @@ def report(plan_result, targets_api, missing):
     return {"host": plan_result.get("host"), "address": address, "prometheus_answered": answered,
             "prometheus": "http://%s" % prometheus if prometheus else None,
             "alertmanager": "http://%s" % alertmanager if alertmanager else None,
-            "engine": plan_result.get("engine"),
+            "engine": plan_result.get("engine"), "router": plan_result.get("router"),
             "rules": {"recording": sum(len(g["rules"]) for g in plan_result.get("recording_rules", {}).get("groups", [])),
                       "alerts": sum(len(g["rules"]) for g in plan_result.get("alert_rules", {}).get("groups", []))},
             "targets": targets,

@@ -483,7 +483,11 @@ def plan(nodes, settings):
             entry["argv"] += [str(a) for a in settings.get("api_args") or []]
         result["nodes"][node["host"]] = entry
     if topology in ("replicas", "pd"):
+        # Its metrics on the head's cluster address: the firewall lets members reach it, and the monitoring host
+        # is a member. Its API stays on the head's loopback, behind the key-checking front.
         result["router"] = {"host": head["host"], "port": _int(settings, "router_port", 8002),
+                            "metrics_address": head["address"],
+                            "metrics_port": _int(settings, "router_metrics_port", 8003),
                             "workers": [result["nodes"][n["host"]]["url"] for n in nodes]}
     if topology == "pd":
         # In inventory order, per role.

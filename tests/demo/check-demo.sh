@@ -231,8 +231,35 @@ with ThreadPoolExecutor(len(targets)) as pool:
 if accepted:
     sys.exit("accepted a connection from a non-member: %s" % ", ".join("%s:%d" % target for target in accepted))
 PY
-docker exec llmc-demo-master ss -Htln | awk '$4 ~ /:800[23]$/ && $4 !~ /^127\.0\.0\.1:/ {print; bad=1} END {exit bad}' ||
-  fail "the router listens beyond the head's loopback"
+# The router's API on the head's loopback only; its metrics on the head's cluster address only (members reach
+# them, the monitoring host among them; the attempt above shows this machine does not).
+docker exec llmc-demo-master ss -Htln | awk -v metrics="$master_ip:8003" '
+  $4 ~ /:8002$/ && $4 != "127.0.0.1:8002" {print; bad=1}
+  $4 ~ /:8003$/ && $4 != metrics {print; bad=1}
+  END {exit bad}' || fail "the router listens beyond the head's loopback, or its metrics beyond the cluster address"
+# What the monitoring role's router rules and alerts read (plugins/plugin_utils/_monitoring.py, the clone's own),
+# served by the live router as the head (a member) reads it; both replicas healthy, each with requests.
+docker exec llmc-demo-master python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
+  "http://$master_ip:8003/metrics" > "$WORK/router-metrics.txt" || fail "the head cannot read the router's metrics at $master_ip:8003"
+python3 - "$CLONE/plugins/plugin_utils/_monitoring.py" "$WORK/router-metrics.txt" "$master_ip" "$worker_ip" <<'PY' ||
+import importlib.util, re, sys
+spec = importlib.util.spec_from_file_location("_monitoring", sys.argv[1])
+monitoring = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(monitoring)
+text = open(sys.argv[2], encoding="utf-8").read()
+rules = monitoring.recording_rules("vllm", "", [], "regular")
+rules["groups"] += monitoring.alert_rules()["groups"]
+required = monitoring.required_metrics(rules)["router"]
+missing = sorted(set(required) - monitoring.exposed_metric_names(text))
+assert not missing, "the router does not serve %s (read by %s)" % (missing, [required[name] for name in missing])
+for address in sys.argv[3:]:
+    worker = 'worker="http://%s:8001"' % address
+    assert re.search(r"^vllm_router_worker_health\{%s\} 1$" % re.escape(worker), text, re.M), (worker, text)
+    assert re.search(r"^vllm_router_processed_requests_total\{%s\} [1-9]" % re.escape(worker), text, re.M), (worker, text)
+print("demo check: the router's metrics at the head's cluster address serve the %d names its rules read; both replicas healthy"
+      % len(required))
+PY
+  fail "the router's metrics do not serve what the monitoring rules read"
 # A rolling restart under a steady load from this machine (one client, a completion, then 2 s of rest: the
 # CPU build's OpenMP threads spin on every core while an engine serves, and with completions back to back
 # or every quarter second the restarting engine on these 2 shared cores took 10 minutes to start):

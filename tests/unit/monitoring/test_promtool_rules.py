@@ -27,10 +27,11 @@ def promtool(*args, cwd=None):
 
 
 def write_rules(directory, thresholds=None):
-    """recording.yml and alerts.yml as the role renders them, for vLLM 0.32.0 on NPU and GPU nodes. The test copy of
+    """recording.yml and alerts.yml as the role renders them, for vLLM 0.32.0 on NPU and GPU nodes behind vLLM's router
+    (its regular mode). The test copy of
     the alerts leaves out the annotations (promtool compares them verbatim; `check rules` checks their templates on
     the role's own rendering)."""
-    recording = _monitoring.recording_rules("vllm", "0.32.0", ["npu", "gpu"])
+    recording = _monitoring.recording_rules("vllm", "0.32.0", ["npu", "gpu"], "regular")
     alerts = _monitoring.alert_rules(thresholds or {})
     for group in alerts["groups"]:
         for rule in group["rules"]:
@@ -41,20 +42,21 @@ def write_rules(directory, thresholds=None):
     shutil.copy(ALERTS_TEST, directory)
 
 
-@pytest.mark.parametrize("engine, version, accelerators", [
-    ("vllm", "0.32.0", ["npu", "gpu"]),
-    ("vllm", "0.8.5", ["npu"]),
-    ("vllm_ascend", "0.9.1", ["npu"]),
-    ("sglang", "0.5.0", ["gpu"]),
-    ("mindie", "2.3.0", ["npu"]),
+@pytest.mark.parametrize("engine, version, accelerators, router", [
+    ("vllm", "0.32.0", ["npu", "gpu"], ""),
+    ("vllm", "0.32.0", ["npu", "gpu"], "regular"),
+    ("vllm", "0.8.5", ["npu"], ""),
+    ("vllm_ascend", "0.9.1", ["npu"], "pd"),
+    ("sglang", "0.5.0", ["gpu"], ""),
+    ("mindie", "2.3.0", ["npu"], ""),
 ])
-def test_promtool_accepts_every_rule_file_the_role_can_write(tmp_path, engine, version, accelerators):
+def test_promtool_accepts_every_rule_file_the_role_can_write(tmp_path, engine, version, accelerators, router):
     (tmp_path / "recording.yml").write_text(
-        yaml.safe_dump(_monitoring.recording_rules(engine, version, accelerators), width=1000, sort_keys=False))
+        yaml.safe_dump(_monitoring.recording_rules(engine, version, accelerators, router), width=1000, sort_keys=False))
     (tmp_path / "alerts.yml").write_text(yaml.safe_dump(_monitoring.alert_rules(), width=1000, sort_keys=False))
     result = promtool("check", "rules", "recording.yml", "alerts.yml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 13 rules found" in result.stdout
+    assert "SUCCESS: 16 rules found" in result.stdout
 
 
 def test_every_alert_fires_where_it_must_and_nowhere_else(tmp_path):

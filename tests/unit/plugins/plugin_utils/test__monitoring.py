@@ -149,11 +149,16 @@ def test_labelled_families_without_a_child_still_count_as_served():
 
 
 def test_the_shipped_dashboards_read_only_our_vocabulary_and_node_exporter():
-    required = m.required_metrics(m.recording_rules("vllm", "0.32.0", ["npu", "gpu"]), dashboards())
+    required = m.required_metrics(m.recording_rules("vllm", "0.32.0", ["npu", "gpu"], "regular"), dashboards())
     # Dashboards read llm:/accel: (recorded by the rules) and node_exporter's names; the rest is the rules' sources.
-    assert set(required) == {"engine", "npu", "gpu", "node"}
+    assert set(required) == {"engine", "router", "npu", "gpu", "node"}
     assert set(required["node"]) == {"node_cpu_seconds_total", "node_memory_MemAvailable_bytes", "node_load1"}
     assert "" not in required
+    # Without a router its panels read names no rule records: they stay empty, and the truth check, which compares
+    # per job, has no target to hold them to.
+    unrecorded = m.required_metrics(m.recording_rules("vllm", "0.32.0", ["npu", "gpu"]), dashboards())[""]
+    assert set(unrecorded) == {"llm:router_requests:rate5m", "llm:router_replicas_healthy", "llm:router_replicas",
+                               "llm:router_request_seconds:p99_5m"}
 
 
 def test_an_old_dashboard_is_caught_on_a_newer_engine():
@@ -314,3 +319,95 @@ def test_the_scrape_list_and_the_pages_follow_the_jobs():
     assert [p["job"] for p in pairs].count("node") == 2
     results = [{"item": p, "content": "up 1\n"} for p in pairs] + [{"item": pairs[0], "skipped": True}]
     assert [p["instance"] for p in m.pages(results)] == [p["target"] for p in pairs]
+
+
+# vLLM's router (vllm-router 0.1.17 from PyPI), its metrics page captured in each mode (tests/fixtures/vendor/README.md).
+ROUTER_PAGES = {"two replicas": "vllm-router-0.1.17-metrics-2-replicas.txt",
+                "one replica down": "vllm-router-0.1.17-metrics-replica-down.txt",
+                "pd": "vllm-router-0.1.17-metrics-pd.txt",
+                "no request yet": "vllm-router-0.1.17-metrics-no-traffic.txt"}
+
+
+def router_required(mode):
+    rules = m.recording_rules("vllm", "0.32.0", [], mode)
+    rules["groups"] += m.alert_rules()["groups"]
+    return m.required_metrics(rules)["router"]
+
+
+def router_page(name):
+    return {"job": "router", "instance": "10.0.0.1:8003", "text": fixture(ROUTER_PAGES[name])}
+
+
+def test_the_router_s_modes_read_their_own_latency_histogram():
+    assert m.router_metrics("regular")["request_seconds"] == "vllm_router_generate_duration_seconds"
+    assert m.router_metrics("pd")["request_seconds"] == "vllm_router_pd_request_duration_seconds"
+    assert "failures" not in m.router_metrics("pd")
+    with pytest.raises(ValueError, match="the router's mode must be regular or pd, got 'star'"):
+        m.router_metrics("star")
+
+
+@pytest.mark.parametrize("mode, page", [("regular", "two replicas"), ("regular", "one replica down"), ("pd", "pd")])
+def test_the_router_rules_find_every_name_on_a_real_router_page(mode, page):
+    required = router_required(mode)
+    assert {"vllm_router_worker_health", "vllm_router_processed_requests_total"} <= set(required)
+    assert m.missing_metrics({"router": required}, [router_page(page)]) == []
+
+
+def test_the_regular_rules_on_a_pd_router_name_what_its_pd_mode_does_not_serve():
+    [report] = m.missing_metrics({"router": router_required("regular")}, [router_page("pd")])
+    assert set(report["missing"]) == {"vllm_router_generate_duration_seconds_bucket", "vllm_router_cb_outcomes_total"}
+
+
+def test_a_router_that_served_no_request_yet_has_only_its_health_gauges():
+    # Why the serve step's completion through the front comes before the monitoring step's truth check.
+    [report] = m.missing_metrics({"router": router_required("regular")}, [router_page("no request yet")])
+    assert "vllm_router_worker_health" not in report["missing"]
+    assert set(report["missing"]) == {"vllm_router_processed_requests_total", "vllm_router_generate_duration_seconds_bucket",
+                                      "vllm_router_cb_outcomes_total"}
+
+
+REPLICAS_SERVE = {"backend": "vllm", "topology": "replicas",
+                  "endpoint": {"url": "https://10.0.0.1:8000", "version": "0.32.0", "ca_file": "/inv/credentials/ca.pem"},
+                  "router": {"host": "master1", "port": 8002, "metrics_address": "10.0.0.1", "metrics_port": 8003,
+                             "workers": ["http://10.0.0.1:8001", "http://10.0.0.2:8001"]}}
+
+
+@pytest.mark.parametrize("topology, mode", [("replicas", "regular"), ("pd", "pd")])
+def test_the_router_is_scraped_at_the_head_s_cluster_address_with_its_mode_s_rules(topology, mode):
+    result = m.plan(NODES, dict(SETTINGS, serve=dict(REPLICAS_SERVE, topology=topology)))
+    assert result["problems"] == []
+    assert result["router"] == {"host": "master1", "address": "10.0.0.1", "port": 8003, "mode": mode}
+    assert result["targets"]["router"] == [{"targets": ["10.0.0.1:8003"],
+                                            "labels": {"node": "master1", "role": "head", "mode": mode}}]
+    job = [c for c in result["prometheus"]["scrape_configs"] if c["job_name"] == "llm_cluster_router"][0]
+    assert job["file_sd_configs"] == [{"files": ["/etc/prometheus/llm_cluster/targets/router.yml"]}] and "scheme" not in job
+    router_rules = [g for g in result["recording_rules"]["groups"] if g["name"] == "llm_cluster_router"][0]["rules"]
+    histogram = m.router_metrics(mode)["request_seconds"]
+    assert any(histogram + "_bucket" in rule["expr"] for rule in router_rules)
+    assert {"job": "router", "target": "10.0.0.1:8003"} in m.scrape_list(result["targets"])
+    assert "router" in result["jobs"]
+
+
+def test_without_a_router_or_with_its_metrics_on_loopback_nothing_is_scraped_for_it():
+    for serve in (SETTINGS["serve"], dict(REPLICAS_SERVE, router={"host": "master1", "port": 8002,
+                                                                   "workers": REPLICAS_SERVE["router"]["workers"]})):
+        result = m.plan(NODES, dict(SETTINGS, serve=serve))
+        assert result["problems"] == [] and result["router"] is None and "router" not in result["targets"]
+        assert not any(g["name"] == "llm_cluster_router" for g in result["recording_rules"]["groups"])
+
+
+@pytest.mark.parametrize("port", ["8003; rm -rf /", 0, 70000, None])
+def test_a_router_metrics_port_that_is_no_port_is_named(port):
+    serve = dict(REPLICAS_SERVE, router=dict(REPLICAS_SERVE["router"], metrics_port=port))
+    result = m.plan(NODES, dict(SETTINGS, serve=serve))
+    assert result["problems"] == ["artifacts/serve.json: the router's metrics port %r is not a port" % (port,)]
+    assert "router" not in result["targets"]
+
+
+def test_the_shipped_dashboards_read_the_router_only_through_recorded_names():
+    required = m.required_metrics(m.recording_rules("vllm", "0.32.0", [], "regular"), dashboards())
+    # The router's own names are read by its recording rules alone, never by a panel: a rename is one table row.
+    assert {where for uses in required["router"].values() for where in uses} <= {
+        rule["record"] for group in m.recording_rules("vllm", "0.32.0", [], "regular")["groups"] for rule in group["rules"]}
+    exprs = [t["expr"] for d in dashboards() for p in d["panels"] for t in p.get("targets", [])]
+    assert "llm:router_requests:rate5m" in exprs

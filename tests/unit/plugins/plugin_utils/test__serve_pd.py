@@ -69,7 +69,7 @@ def test_the_router_gets_every_prefill_then_every_decode_url_in_inventory_order(
     plan = _serve.plan(nodes(3), settings(["n2"], ["n0", "n1"], backend="vllm_ascend"))
     assert plan["errors"] == []
     assert plan["router"] == {
-        "host": "n0", "port": 8002,
+        "host": "n0", "port": 8002, "metrics_address": "10.0.0.1", "metrics_port": 8003,
         "workers": ["http://10.0.0.1:8001", "http://10.0.0.2:8001", "http://10.0.0.3:8001"],
         "prefill": ["http://10.0.0.3:8001"], "decode": ["http://10.0.0.1:8001", "http://10.0.0.2:8001"],
         "args": ["--vllm-pd-disaggregation", "--prefill", "http://10.0.0.3:8001",

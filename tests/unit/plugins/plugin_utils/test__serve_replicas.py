@@ -39,13 +39,16 @@ def test_every_node_serves_its_own_engine_on_its_address_and_the_router_lists_th
                                  "--middleware", "llm_cluster_api_auth.ApiKeyGuard"]
     # TLS ends at the front on the head: no replica takes the certificate.
     assert not any("--ssl-certfile" in entry["argv"] for entry in plan["nodes"].values())
-    assert plan["router"] == {"host": "n0", "port": 8002,
+    # The router's metrics on the head's cluster address (the monitoring host scrapes them; members only).
+    assert plan["router"] == {"host": "n0", "port": 8002, "metrics_address": "10.0.0.1", "metrics_port": 8003,
                               "workers": ["http://10.0.0.1:8001", "http://10.0.0.2:8001", "http://10.0.0.3:8001"]}
 
 
 def test_an_ipv6_cluster_address_is_bracketed_in_the_replica_s_url():
     plan = _serve.plan(nodes(2, family=6), settings())
     assert plan["router"]["workers"] == ["http://[fd00::1]:8001", "http://[fd00::2]:8001"]
+    # vllm-router takes an IPv6 --prometheus-host without brackets (0.1.17 listened on [::1] given "::1").
+    assert plan["router"]["metrics_address"] == "fd00::1"
     assert plan["nodes"]["n1"]["argv"][5:9] == ["--host", "fd00::2", "--port", "8001"]
 
 
@@ -95,7 +98,8 @@ def test_the_status_document_names_the_router_and_every_replica():
     doc = _serve.status([{"host": "n0", "address": "10.0.0.1"}, {"host": "n1", "address": "10.0.0.2"}], plan,
                         {"url": "http://10.0.0.1:8000", "probe": {"ready": True}})
     assert doc["topology"] == "replicas"
-    assert doc["router"] == {"host": "n0", "port": 8002, "workers": ["http://10.0.0.1:8001", "http://10.0.0.2:8001"]}
+    assert doc["router"] == {"host": "n0", "port": 8002, "metrics_address": "10.0.0.1", "metrics_port": 8003,
+                             "workers": ["http://10.0.0.1:8001", "http://10.0.0.2:8001"]}
     assert [n["role"] for n in doc["nodes"]] == ["replica", "replica"]
     single = _serve.plan(nodes(1), {"topology": "single", "model_path": "/m", "model_name": "m"})
     assert "router" not in _serve.status([{"host": "n0"}], single, {})
