@@ -127,6 +127,20 @@ def test_the_engine_rules_have_values_after_completions(nodes, addresses):
     assert up["metric"]["backend"] == "vllm" and up["metric"]["engine_version"].startswith("0.32.0")
 
 
+def test_a_central_prometheus_federates_the_recorded_series(nodes, addresses):
+    # docs/monitoring.md: a site's own Prometheus outside the cluster federates from the monitoring host, through a
+    # firewall opening of its port for that Prometheus's address. worker1 stands for it here (a member, so the table
+    # lets it in): Prometheus's /federate serves the recorded llm:/accel: series in the text format a scrape reads.
+    params = urllib.parse.urlencode({"match[]": '{__name__=~"llm:.*|accel:.*"}'})
+    url = "http://%s:9090/federate?%s" % (addresses["master1"], params)
+    page = nodes["worker1"].check_output("python3 -c %s", "import sys, urllib.request; sys.stdout.write("
+                                         "urllib.request.urlopen(%r, timeout=10).read().decode())" % url)
+    names = {line.split("{")[0] for line in page.splitlines() if line and not line.startswith("#")}
+    assert {"llm:generation_tokens:rate5m", "llm:num_requests_running", "accel:healthy"} <= names, sorted(names)
+    # Each series keeps the labels that name where it comes from.
+    assert re.search(r'^accel:healthy\{[^}]*node="worker2"', page, re.M), page[:2000]
+
+
 def test_the_accelerator_rules_read_every_npu(nodes, addresses):
     healthy = wait_for(lambda: [r for r in query(nodes, addresses, "accel:healthy") if r["value"][1] == "1"])
     assert sorted((r["metric"]["node"], r["metric"]["device"]) for r in healthy) == sorted(
