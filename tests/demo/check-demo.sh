@@ -260,10 +260,12 @@ print("demo check: the router's metrics at the head's cluster address serve the 
       % len(required))
 PY
   fail "the router's metrics do not serve what the monitoring rules read"
-# A rolling restart under a steady load from this machine (one client, a completion, then 2 s of rest: the
-# CPU build's OpenMP threads spin on every core while an engine serves, and with completions back to back
-# or every quarter second the restarting engine on these 2 shared cores took 10 minutes to start):
-# every node's replica leaves the router, finishes, restarts, answers and comes back, and no request fails.
+# A rolling restart that carries a change (a flag) under a steady load from this machine (one client, a
+# completion, then 2 s of rest: the CPU build's OpenMP threads spin on every core while an engine serves,
+# and with completions back to back or every quarter second the restarting engine on these 2 shared cores
+# took 10 minutes to start):
+# every node's replica leaves the router, finishes, takes the change, restarts, answers and comes back, and no
+# request fails.
 engine_pids() {
   for node in llmc-demo-master llmc-demo-worker; do
     docker exec "$node" systemctl show --property MainPID --value llm-cluster-engine.service
@@ -304,7 +306,7 @@ PY
 load=$!
 sleep 3
 t_roll=$(date +%s)
-verbose rolling ./deploy.sh rolling-restart -i .cache/demo/inventory/hosts.yml || {
+verbose rolling ./deploy.sh rolling-restart -i .cache/demo/inventory/hosts.yml -e serve_max_num_seqs=4 || {
   touch "$WORK/load.stop"
   fail "./deploy.sh rolling-restart exited non-zero"
 }
@@ -322,6 +324,18 @@ print("demo check: rolling restart of 2 replicas in %s s under load: %d completi
 assert counts["failed"] == 0 and counts["ok"] >= 10, counts
 assert len(before) == len(after) == 2 and all(b != a for b, a in zip(before, after)), (before, after)
 PY
+# The rollout carried a change (serve_max_num_seqs, a flag the demo does not set): the unit each node's new
+# engine was started from (its PID changed above) runs it with that flag. (systemd's view of the unit: vLLM
+# renames its processes, so their command lines do not show the flags.)
+for node in llmc-demo-master llmc-demo-worker; do
+  argv="$(docker exec "$node" systemctl show --property ExecStart --value llm-cluster-engine.service)"
+  case "$argv" in
+    *" --max-num-seqs 4 "*) ;;
+    *) fail "the rolling restart did not carry --max-num-seqs 4 to $node's engine unit: $argv" ;;
+  esac
+  docker exec "$node" systemctl show --property NeedDaemonReload --value llm-cluster-engine.service | grep -qx no ||
+    fail "$node's engine unit changed on disk after it was loaded"
+done
 docker exec llmc-demo-master systemctl is-active --quiet llm-cluster-router.service llm-cluster-api-front.service ||
   fail "the router or its front is not active on the head"
 ps -eo args > "$WORK/ps-replicas.log"
