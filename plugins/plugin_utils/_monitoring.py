@@ -391,8 +391,8 @@ def exposed_metric_names(text):
 def required_metrics(rule_groups, dashboards=()):
     """Job -> {metric name -> [where it is used]} for every name the rules and dashboards read, without the
     names the rules themselves record, ``up`` and ``ALERTS``. A name's job comes from the rule's job selector,
-    else from its prefix (vllm:/sglang: engine, vllm_router_ router, npu_ npu, DCGM_ gpu, node_ node, ray_ ray); a name that fits
-    no job is filed under ""."""
+    else from its prefix (vllm:/sglang: engine, vllm_router_ router, npu_ npu, DCGM_ gpu, node_ node, ray_ ray);
+    a name that fits no job is filed under ""."""
     recorded = set()
     uses = []
     for group in (rule_groups or {}).get("groups", []):
@@ -428,8 +428,8 @@ def _job_of(name, expr):
     match = re.search(re.escape(name) + r'\s*\{[^}]*job="llm_cluster_([a-z]+)"', expr)
     if match and match.group(1) in JOBS:
         return match.group(1)
-    for prefix, job in (("vllm:", "engine"), ("sglang:", "engine"), ("vllm_router_", "router"), ("npu_", "npu"), ("DCGM_", "gpu"),
-                        ("node_", "node"), ("ray_", "ray")):
+    for prefix, job in (("vllm:", "engine"), ("sglang:", "engine"), ("vllm_router_", "router"), ("npu_", "npu"),
+                        ("DCGM_", "gpu"), ("node_", "node"), ("ray_", "ray")):
         if name.startswith(prefix):
             return job
     return ""
@@ -483,10 +483,9 @@ def _router_endpoint(serve, problems):
     router = serve.get("router") or {}
     if not router or not router.get("metrics_address"):
         return None
-    try:
-        port = int(router.get("metrics_port"))
-    except (TypeError, ValueError):
-        port = 0
+    value = router.get("metrics_port")
+    # An integer, or a string of ASCII digits (not a bool, a float, or digits of another script that int() reads).
+    port = int(value) if (isinstance(value, int) and not isinstance(value, bool)) or re.fullmatch(r"[0-9]+", str(value)) else 0
     if not 1 <= port <= 65535:
         problems.append("artifacts/serve.json: the router's metrics port %r is not a port" % router.get("metrics_port"))
         return None

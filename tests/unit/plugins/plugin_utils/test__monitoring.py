@@ -396,7 +396,7 @@ def test_without_a_router_or_with_its_metrics_on_loopback_nothing_is_scraped_for
         assert not any(g["name"] == "llm_cluster_router" for g in result["recording_rules"]["groups"])
 
 
-@pytest.mark.parametrize("port", ["8003; rm -rf /", 0, 70000, None])
+@pytest.mark.parametrize("port", ["8003; rm -rf /", 0, 70000, None, True, 8003.5, "-1", "８００３"])
 def test_a_router_metrics_port_that_is_no_port_is_named(port):
     serve = dict(REPLICAS_SERVE, router=dict(REPLICAS_SERVE["router"], metrics_port=port))
     result = m.plan(NODES, dict(SETTINGS, serve=serve))
