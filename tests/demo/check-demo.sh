@@ -239,6 +239,15 @@ docker exec llmc-demo-master ss -Htln | awk -v metrics="$master_ip:8003" '
   END {exit bad}' || fail "the router listens beyond the head's loopback, or its metrics beyond the cluster address"
 # What the monitoring role's router rules and alerts read (plugins/plugin_utils/_monitoring.py, the clone's own),
 # served by the live router as the head (a member) reads it; both replicas healthy, each with requests.
+# First a management route sent to the metrics listener: it must change nothing (both replicas stay listed below).
+docker exec llmc-demo-master python3 -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], method="POST"), timeout=10).read()' \
+  "http://$master_ip:8003/remove_worker?url=http://$worker_ip:8001" || fail "the router's metrics listener refused a POST"
+listed="$(docker exec llmc-demo-master python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
+  http://127.0.0.1:8002/workers)" || fail "the head cannot read the router's replicas"
+case "$listed" in
+  *"\"http://$worker_ip:8001\""*) ;;
+  *) fail "a POST /remove_worker to the router's metrics listener took the worker's replica out: $listed" ;;
+esac
 docker exec llmc-demo-master python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
   "http://$master_ip:8003/metrics" > "$WORK/router-metrics.txt" || fail "the head cannot read the router's metrics at $master_ip:8003"
 python3 - "$CLONE/plugins/plugin_utils/_monitoring.py" "$WORK/router-metrics.txt" "$master_ip" "$worker_ip" <<'PY' ||
