@@ -342,13 +342,47 @@ for node in llmc-demo-master llmc-demo-worker; do
     *" --max-num-seqs 4 "*) ;;
     *) fail "the rolling restart did not carry --max-num-seqs 4 to $node's engine unit: $argv" ;;
   esac
-  docker exec "$node" systemctl show --property NeedDaemonReload --value llm-cluster-engine.service | grep -qx no ||
+  [ "$(docker exec "$node" systemctl show --property NeedDaemonReload --value llm-cluster-engine.service)" = no ] ||
     fail "$node's engine unit changed on disk after it was loaded"
 done
 docker exec llmc-demo-master systemctl is-active --quiet llm-cluster-router.service llm-cluster-api-front.service ||
   fail "the router or its front is not active on the head"
 ps -eo args > "$WORK/ps-replicas.log"
 grep -q -- "llm_cluster_api_front.py" "$WORK/ps-replicas.log" || fail "the process table does not show the front"
+
+# The replicas shrink and grow without a restart of what stays (docs/serving-groups.md): the worker taken out
+# of the inventory (node_num 1), the serve step leaves the router running and takes the worker's replica out of
+# it through /remove_worker; the worker put back, the same router takes it in through /add_worker. The head's
+# engine, the router and the worker's engine keep their PIDs throughout; completions answer after each run.
+# (The rollout's flag goes with both runs, or the engines would restart for its removal.)
+router_pid() { docker exec llmc-demo-master systemctl show --property MainPID --value llm-cluster-router.service; }
+listed_replicas() {
+  docker exec llmc-demo-master python3 -c 'import json, sys, urllib.request; print(" ".join(sorted(w["url"] for w in json.load(urllib.request.urlopen(sys.argv[1], timeout=10))["workers"])))' \
+    http://127.0.0.1:8002/workers
+}
+pids_kept="$(router_pid) $(engine_pids)"
+sed -e '/^        llmc-demo-worker: {}$/d' -e 's/^    node_num: 2$/    node_num: 1/' .cache/demo/inventory/hosts.yml > "$WORK/shrunk.yml"
+! grep -q 'llmc-demo-worker' "$WORK/shrunk.yml" || fail "the worker is still in the shrunk inventory"
+verbose shrink ./deploy.sh deploy -i "$WORK/shrunk.yml" --tags serve -e serve_max_num_seqs=4 ||
+  fail "the serve step without the worker exited non-zero"
+[ "$(listed_replicas)" = "http://$master_ip:8001" ] || fail "the router still lists more than the head's replica: $(listed_replicas)"
+for _ in 1 2 3; do
+  answer="$(completion)"
+  [ "${answer##*$'\n'}" = 200 ] || fail "with the worker out of the replicas, a completion got: $answer"
+done
+verbose grow ./deploy.sh deploy -i .cache/demo/inventory/hosts.yml --tags serve -e serve_max_num_seqs=4 ||
+  fail "the serve step with the worker back exited non-zero"
+[ "$(listed_replicas)" = "$(printf 'http://%s:8001\n' "$master_ip" "$worker_ip" | sort | tr '\n' ' ' | sed 's/ $//')" ] ||
+  fail "the router does not list both replicas again: $(listed_replicas)"
+[ "$(router_pid) $(engine_pids)" = "$pids_kept" ] ||
+  fail "shrinking and growing the replicas restarted the router or an engine: $pids_kept -> $(router_pid) $(engine_pids)"
+served="$(completions_counted 6)"
+python3 - "$served" <<'PY' || fail "after the worker came back, the router did not send it completions: $served"
+import ast, sys
+served = ast.literal_eval(sys.argv[1])
+print("demo check: replicas shrunk to the head and grown back with the router and both engines kept; served %s" % served)
+assert len(served) == 2 and min(served) >= 1, served
+PY
 
 # One replica stopped: every completion still succeeds (the router retries on the other and takes the
 # stopped one out). The switch to pd below starts it again (its unit changes).
@@ -396,11 +430,11 @@ if [ "${#key}" -lt 32 ] || [ "${#token}" -lt 32 ]; then fail "the API key or the
 grep -qE -- "bin/vllm serve|VLLM::" "$WORK/ps.log" || fail "the process samples never show the engine"
 grep -q -- "bench serve" "$WORK/ps.log" || fail "the process samples never show the benchmark client"
 grep -q "Bench | Put the API key in a private file" "$WORK/bench.log" || fail "the bench log lacks the task that handles the key"
-for log in ps first bench second replicas rolling ps-replicas pd ps-pd pd-second; do
+for log in ps first bench second replicas rolling ps-replicas shrink grow pd ps-pd pd-second; do
   ! grep -qF -- "$key" "$WORK/$log.log" || fail "the API key appears in $log.log"
   ! grep -qF -- "$token" "$WORK/$log.log" || fail "the Ray token appears in $log.log"
 done
-echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench, the second deploy, the replicas deploy, the rolling restart and both pd deploys"
+echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench, the second deploy, the replicas deploy, the rolling restart, the shrunk and grown replicas and both pd deploys"
 
 ./deploy.sh demo-down
 [ -z "$(docker ps -aq --filter label=org.aihost.llm_cluster.demo=1)" ] || fail "demo containers left behind"
