@@ -389,8 +389,9 @@ def test_the_router_is_scraped_at_the_head_s_cluster_address_with_its_mode_s_rul
 
 
 def test_without_a_router_or_with_its_metrics_on_loopback_nothing_is_scraped_for_it():
-    for serve in (SETTINGS["serve"], dict(REPLICAS_SERVE, router={"host": "master1", "port": 8002,
-                                                                   "workers": REPLICAS_SERVE["router"]["workers"]})):
+    # An older serve.json: the router's metrics were on the head's loopback, and it named no metrics address.
+    older = dict(REPLICAS_SERVE, router={"host": "master1", "port": 8002, "workers": REPLICAS_SERVE["router"]["workers"]})
+    for serve in (SETTINGS["serve"], older):
         result = m.plan(NODES, dict(SETTINGS, serve=serve))
         assert result["problems"] == [] and result["router"] is None and "router" not in result["targets"]
         assert not any(g["name"] == "llm_cluster_router" for g in result["recording_rules"]["groups"])
