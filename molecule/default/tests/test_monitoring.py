@@ -201,7 +201,7 @@ def test_the_report_names_the_targets_and_the_truth_check_passed():
     with open(os.path.join(ARTIFACTS, "monitoring.json"), encoding="utf-8") as handle:
         doc = json.load(handle)
     assert doc["host"] == "master1" and doc["truth_check"] == {"passed": True, "missing": []}
-    assert doc["rules"] == {"recording": 24, "alerts": 13}
+    assert doc["rules"] == {"recording": 24, "alerts": 16}
     assert doc["down"] == [] and doc["up"] == len(doc["targets"]) == 8
     for name in ("grafana-llm-cluster-serving.json", "grafana-llm-cluster-accelerators.json"):
         assert os.path.isfile(os.path.join(ARTIFACTS, name))
