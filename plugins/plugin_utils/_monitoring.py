@@ -107,12 +107,17 @@ ROUTER_METRICS = (
 )
 ROUTER_MODES = ("regular", "pd")
 
+# The inference watchdog's results (roles/serve/files/llm_cluster_watchdog.py, its llm_cluster_watchdog_result gauge)
+# in which the engine answers no completion and nothing explains it: not a deploy's pause, not its first start.
+WATCHDOG_NOT_SERVING = ("failing", "restart failed", "engine down", "held")
+
 # The label that names the device: npu-exporter's "id", dcgm-exporter's "gpu"; the rules copy it to "device".
 _DEVICE_LABEL = {"npu": "id", "gpu": "gpu"}
 
 # Alert thresholds and their defaults (monitoring_alert_thresholds overrides any of them).
 DEFAULT_THRESHOLDS = {
     "target_down_for": "5m",
+    "not_serving_for": "5m",
     "accel_fault_for": "1m",
     "accel_memory_ratio": 0.98,
     "kv_cache_ratio": 0.95,
@@ -289,6 +294,20 @@ def alert_rules(thresholds=None):
         _alert("LLMRouterNoReplica", "llm:router_replicas_healthy == 0", "1m", "critical",
                "The router on {{ $labels.instance }} has no healthy replica: every request fails",
                "playbooks/status.yml names each engine's state; journalctl -u llm-cluster-engine on the nodes."),
+        # The serve role's inference watchdog, through node_exporter's textfile collector: whether a completion
+        # answers, which /metrics cannot tell (a wedged engine still serves its page).
+        _alert("LLMEngineNotServing",
+               "max by (instance, node, engine) (llm_cluster_watchdog_result{result=~\"%s\"}) == 1" % "|".join(WATCHDOG_NOT_SERVING),
+               t["not_serving_for"], "critical",
+               "The watchdog on {{ $labels.node }} finds {{ $labels.engine }} answering no completion",
+               "journalctl -u llm-cluster-watchdog -u llm-cluster-engine on the node; ./deploy.sh status names the engine's "
+               "state. The watchdog restarts it after serve_watchdog_failures failed completions."),
+        _alert("LLMWatchdogHolding", "llm_cluster_watchdog_held == 1", "", "critical",
+               "The watchdog on {{ $labels.node }} restarted {{ $labels.engine }} as often as it may and holds",
+               "The engine fails again after each restart: read its journal, fix the cause, then ./deploy.sh -t serve."),
+        _alert("LLMWatchdogStale", "time() - llm_cluster_watchdog_last_check_timestamp_seconds > 300", "5m", "warning",
+               "The watchdog on {{ $labels.node }} has not checked {{ $labels.engine }} for more than 5 minutes",
+               "systemctl status llm-cluster-watchdog.timer llm-cluster-watchdog.service on the node."),
         # The head's reading of its GCS connections (monitoring_ray_members), or Ray's agent where it runs.
         _alert("RayNodeLost", 'llm_cluster_ray_member_connected == 0 or up{job="llm_cluster_ray"} == 0', "2m",
                "critical",

@@ -40,7 +40,7 @@ from pathlib import Path
 
 FAKES = Path(__file__).resolve().parent
 TOOLS = ["_fakelib.py", "npu_smi.py", "npu-smi", "hccn_tool.py", "hccn_tool", "nvidia_smi.py", "nvidia-smi", "npu_exporter.py",
-         "npu-exporter"]
+         "npu-exporter", "dcgm_exporter.py", "dcgm-exporter"]
 TOOL_KINDS = {"npu-smi": "npu", "hccn_tool": "npu", "nvidia-smi": "gpu"}
 MTIME = 1767225600  # 2026-01-01: fixed, so that equal inputs give equal archives
 KEEP_PREFIX = "var/lib/llm-cluster-fakes/sys"

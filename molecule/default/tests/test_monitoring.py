@@ -173,6 +173,18 @@ def test_ray_membership_is_read_on_the_head_without_ray_s_agent(nodes, addresses
     assert 'member="worker1",address="%s",port="6379"} 1' % addresses["worker1"] in text
 
 
+def test_the_watchdog_s_state_reaches_prometheus_through_node_exporter(nodes, addresses):
+    # The serve role's inference watchdog writes its state into node_exporter's textfile directory at each check
+    # (docs/watchdog.md): the API node's watchdog, whose completions answer. LLMEngineNotServing reads it.
+    serving = wait_for(lambda: [r for r in query(nodes, addresses, "llm_cluster_watchdog_serving") if r["value"][1] == "1"])
+    assert [(r["metric"]["node"], r["metric"]["mode"], r["metric"]["engine"]) for r in serving] == [
+        ("master1", "leader", "llm-cluster-engine.service")], serving
+    [result] = query(nodes, addresses, "llm_cluster_watchdog_result")
+    assert result["metric"]["result"] == "ok", result
+    assert query(nodes, addresses, "time() - llm_cluster_watchdog_last_check_timestamp_seconds < 300")
+    assert not query(nodes, addresses, 'ALERTS{alertname=~"LLMEngineNotServing|LLMWatchdogHolding|LLMWatchdogStale"}')
+
+
 def firing(nodes, addresses, alert):
     return sorted((a["labels"].get("node"), a["labels"].get("device")) for a in prometheus(nodes, addresses, "/api/v1/alerts")["alerts"]
                   if a["labels"]["alertname"] == alert and a["state"] == "firing")
@@ -201,7 +213,7 @@ def test_the_report_names_the_targets_and_the_truth_check_passed():
     with open(os.path.join(ARTIFACTS, "monitoring.json"), encoding="utf-8") as handle:
         doc = json.load(handle)
     assert doc["host"] == "master1" and doc["truth_check"] == {"passed": True, "missing": []}
-    assert doc["rules"] == {"recording": 24, "alerts": 16}
+    assert doc["rules"] == {"recording": 24, "alerts": 19}
     assert doc["down"] == [] and doc["up"] == len(doc["targets"]) == 8
     for name in ("grafana-llm-cluster-serving.json", "grafana-llm-cluster-accelerators.json"):
         assert os.path.isfile(os.path.join(ARTIFACTS, name))

@@ -41,7 +41,11 @@ first move are kept in the state; once the rules are gone (restore.yml removes t
 the threads that still run are put back on them.
 
 Every decision is one line in the journal and the whole state is in
-``state_file`` (JSON), which status.yml reads. Standard library only;
+``state_file`` (JSON), which status.yml reads. Where the monitoring step made
+node_exporter's textfile directory, the state is also written there as
+Prometheus gauges (``textfile``: llm_cluster_watchdog_serving, _failures,
+_restarts, _held, _last_check_timestamp_seconds, _result), which the
+monitoring role's alerts read. Standard library only;
 configuration in a root-only JSON file (on the API node it holds the API key),
 given with --config.
 """
@@ -63,7 +67,7 @@ import urllib.request
 REQUIRED = {"leader": ("url", "model", "api_key", "runtime", "name", "state_file"),
             "follower": ("url", "runtime", "name", "state_file")}
 DEFAULTS = {"mode": "leader", "ranks": 0, "failures": 3, "timeout": 60, "start_grace": 900, "max_restarts": 3, "window": 3600,
-            "ca_path": "", "pause_file": "", "binding_file": ""}
+            "ca_path": "", "pause_file": "", "binding_file": "", "textfile": ""}
 
 
 def log(message):
@@ -107,6 +111,50 @@ def save_state(path, state):
 
 def run(argv):
     return subprocess.run(argv, capture_output=True, text=True, check=False)
+
+
+def _label(value):
+    """A Prometheus label value: backslash, double quote and newline escaped."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def metrics_text(config, state):
+    """The state as Prometheus text for node_exporter's textfile collector."""
+    labels = 'engine="%s",mode="%s"' % (_label(config["name"]), _label(config["mode"]))
+    result = str(state.get("result") or "unknown")
+    families = (
+        ("serving", "1 when the last check found the engine serving: a completion answered (API node, replica) or "
+                    "the API node's /health (a headless rank)", 1 if result == "ok" else 0),
+        ("failures", "Failed completions (reads on a headless rank) in a row at the last check", int(state.get("failures") or 0)),
+        ("restarts", "Engine restarts by the watchdog inside its window", len(state.get("restarts") or [])),
+        ("held", "1 when the watchdog restarted the engine max_restarts times in its window and restarts it no more",
+         1 if state.get("held") else 0),
+        ("last_check_timestamp_seconds", "When the watchdog last checked (Unix time)", float(state.get("checked_at") or 0)),
+    )
+    lines = []
+    for name, text, value in families:
+        lines += ["# HELP llm_cluster_watchdog_%s %s" % (name, text), "# TYPE llm_cluster_watchdog_%s gauge" % name,
+                  "llm_cluster_watchdog_%s{%s} %s" % (name, labels, repr(value) if isinstance(value, float) else value)]
+    lines += ["# HELP llm_cluster_watchdog_result The last check's result, as a label (ok, starting, paused, failing, "
+              "restarted, restart failed, engine down, held, waiting)",
+              "# TYPE llm_cluster_watchdog_result gauge",
+              'llm_cluster_watchdog_result{%s,result="%s"} 1' % (labels, _label(result))]
+    return "\n".join(lines) + "\n"
+
+
+def write_metrics(config, state):
+    """The state for node_exporter (config ``textfile``), where the monitoring step made its textfile directory;
+    nothing without it. Written whole and renamed, as the collector reads it at any moment."""
+    path = config.get("textfile") or ""
+    directory = os.path.dirname(path)
+    if not path or not os.path.isdir(directory):
+        return False
+    handle, temp = tempfile.mkstemp(dir=directory, prefix=".llm_cluster_watchdog-")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write(metrics_text(config, state))
+    os.chmod(temp, 0o644)
+    os.replace(temp, path)
+    return True
 
 
 def parse_docker_time(text):
@@ -583,6 +631,10 @@ def main(argv=None):
         return 2
     state = keep_binding(config, check(config, load_state(config["state_file"])))
     save_state(config["state_file"], state)
+    try:
+        write_metrics(config, state)
+    except OSError as err:
+        log("%s: metrics not written to %s: %s" % (config["name"], config.get("textfile"), err))
     return 0
 
 

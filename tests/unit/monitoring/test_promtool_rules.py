@@ -56,7 +56,8 @@ def test_promtool_accepts_every_rule_file_the_role_can_write(tmp_path, engine, v
     (tmp_path / "alerts.yml").write_text(yaml.safe_dump(_monitoring.alert_rules(), width=1000, sort_keys=False))
     result = promtool("check", "rules", "recording.yml", "alerts.yml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 16 rules found" in result.stdout
+    alerts = len(_monitoring.alert_rules()["groups"][0]["rules"])
+    assert alerts == 19 and "SUCCESS: %d rules found" % alerts in result.stdout
 
 
 def test_every_alert_fires_where_it_must_and_nowhere_else(tmp_path):
@@ -76,6 +77,7 @@ def test_every_alert_fires_where_it_must_and_nowhere_else(tmp_path):
     ({"pfc_rx_frames_per_second": 5000}, "AcceleratorPFCStorm"),
     ({"temperature_celsius": 105}, "AcceleratorHot"),
     ({"accel_memory_ratio": 0.999}, "AcceleratorMemoryNearFull"),
+    ({"not_serving_for": "10m"}, "LLMEngineNotServing"),
 ])
 def test_a_threshold_above_the_fault_silences_its_alert_and_the_test_says_so(tmp_path, thresholds, alert):
     # The same test file against rules whose threshold sits above the injected fault: promtool must fail on
