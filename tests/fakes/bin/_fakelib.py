@@ -190,3 +190,31 @@ class State:
             mutate(runtime)
             write_atomic(self.runtime_path, dump_json(runtime))
         self.data = deep_merge(self.base, runtime)
+
+
+def serve_metrics(address, render) -> None:
+    """Serve ``GET /metrics`` (Prometheus text format 0.0.4) from ``render()`` at ``address`` (host, port) until
+    killed; anything else is 404, a state that cannot be read a 500 with the tool's message. For the fake exporters:
+    http.server is imported here, not with this module, which every fake tool call imports."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the http.server API)
+            if self.path.split("?")[0] != "/metrics":
+                self.send_error(404)
+                return
+            try:
+                body = render().encode()
+            except Exit as exc:
+                self.send_error(500, exc.err.strip())
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, fmt, *args):
+            return
+
+    ThreadingHTTPServer(address, Handler).serve_forever()

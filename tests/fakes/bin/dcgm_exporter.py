@@ -18,7 +18,6 @@ shows, and is this fake's choice: the err_msg of a non-zero XID ("XID <code>"), 
 from __future__ import annotations
 
 import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import _fakelib as fl
 
@@ -70,29 +69,8 @@ def address(argv):
     return host.strip("[]") or "0.0.0.0", int(port or 9400)
 
 
-class Handler(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 (the http.server API)
-        if self.path.split("?")[0] != "/metrics":
-            self.send_error(404)
-            return
-        try:
-            body = render().encode()
-        except fl.Exit as exc:
-            self.send_error(500, exc.err.strip())
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, fmt, *args):
-        return
-
-
 def main(argv):
-    server = ThreadingHTTPServer(address(argv), Handler)
-    server.serve_forever()
+    fl.serve_metrics(address(argv), render)
     return 0
 
 

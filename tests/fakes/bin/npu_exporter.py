@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import sys
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import _fakelib as fl
 
@@ -88,34 +87,13 @@ def flags(argv):
     return values
 
 
-class Handler(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 (the http.server API)
-        if self.path.split("?")[0] != "/metrics":
-            self.send_error(404)
-            return
-        try:
-            body = render().encode()
-        except fl.Exit as exc:
-            self.send_error(500, exc.err.strip())
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, fmt, *args):
-        return
-
-
 def main(argv):
     opts = flags(argv)
     if not opts.get("ip"):
         # The real exporter refuses to start without -ip.
         sys.stderr.write("npu-exporter (fake): the parameter -ip is required\n")
         return 1
-    server = ThreadingHTTPServer((opts["ip"], int(opts.get("port") or 8082)), Handler)
-    server.serve_forever()
+    fl.serve_metrics((opts["ip"], int(opts.get("port") or 8082)), render)
     return 0
 
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -65,3 +68,38 @@ def fixture_vendor():
 def fixture_profile():
     """``profile(name)`` -> a fresh copy of a state profile from tests/fakes/profiles."""
     return lambda name: json.loads((FAKES / "profiles" / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def scrape(url: str) -> str:
+    """A fake exporter's page, checked for Prometheus's text format 0.0.4 as a real exporter announces it."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        return response.read().decode()
+
+
+@pytest.fixture(name="run_exporter")
+def fixture_run_exporter():
+    """``run_exporter(node, script, arguments)`` -> the URL of a fake exporter's /metrics, started as a process on
+    the node with ``arguments(port)`` on a free loopback port; stopped after the test."""
+    processes = []
+
+    def run(node: FakeNode, script: str, arguments) -> str:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        processes.append(subprocess.Popen([sys.executable, "-B", str(FAKES / "bin" / script), *arguments(port)],
+                                          env=node.env))
+        url = "http://127.0.0.1:%d/metrics" % port
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(url, timeout=2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        return url
+
+    yield run
+    for process in processes:
+        process.terminate()
+        process.wait(timeout=10)

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _monitoring
-from conftest import FAKES
+from conftest import FAKES, scrape
 
 SAMPLE_LINE = re.compile(r'^(DCGM_[A-Z_]+)\{([^}]*)\} (-?[0-9.]+)$')
 OPERATOR = "dcgm-exporter-metrics-rtx4000ada-580.95.05-gpu-operator-25.10.0.txt"
@@ -25,31 +22,10 @@ HOST = "dcgm-exporter-metrics-h100x8-580.105.08-grep-head30-excerpt.txt"
 
 
 @pytest.fixture(name="exporter")
-def fixture_exporter(make_node, profile):
+def fixture_exporter(make_node, profile, run_exporter):
     node = make_node("g1", profile("nvidia-8gpu"))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     # As the monitoring role runs it: -a <cluster address>:<port>.
-    process = subprocess.Popen([sys.executable, "-B", str(FAKES / "bin" / "dcgm_exporter.py"), "-a", "127.0.0.1:%d" % port],
-                               env=node.env)
-    url = "http://127.0.0.1:%d/metrics" % port
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    yield node, url
-    process.terminate()
-    process.wait(timeout=10)
-
-
-def scrape(url):
-    with urllib.request.urlopen(url, timeout=10) as response:
-        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-        return response.read().decode()
+    return node, run_exporter(node, "dcgm_exporter.py", lambda port: ["-a", "127.0.0.1:%d" % port])
 
 
 def samples(text, family):

@@ -8,44 +8,21 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 
-from conftest import FAKES
+from conftest import FAKES, scrape
 
 SAMPLE_LINE = re.compile(r'^([a-z_:]+)\{([^}]*)\} (-?[0-9.]+) (\d{13})$')
 
 
 @pytest.fixture(name="exporter")
-def fixture_exporter(make_node, profile):
+def fixture_exporter(make_node, profile, run_exporter):
     node = make_node("n1", profile("atlas-800i-a2"))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-B", str(FAKES / "bin" / "npu_exporter.py"), "-ip=127.0.0.1",
-                                "-port", str(port), "-updateTime=5"], env=node.env)
-    url = "http://127.0.0.1:%d/metrics" % port
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    yield node, url
-    process.terminate()
-    process.wait(timeout=10)
-
-
-def scrape(url):
-    with urllib.request.urlopen(url, timeout=10) as response:
-        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-        return response.read().decode()
+    return node, run_exporter(node, "npu_exporter.py", lambda port: ["-ip=127.0.0.1", "-port", str(port), "-updateTime=5"])
 
 
 def samples(text, family):
