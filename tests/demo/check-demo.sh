@@ -239,17 +239,18 @@ docker exec llmc-demo-master ss -Htln | awk -v metrics="$master_ip:8003" '
   END {exit bad}' || fail "the router listens beyond the head's loopback, or its metrics beyond the cluster address"
 # What the monitoring role's router rules and alerts read (plugins/plugin_utils/_monitoring.py, the clone's own),
 # served by the live router as the head (a member) reads it; both replicas healthy, each with requests.
+# GET (or with a second word, that method) of a URL, as the head (a member) reads it.
+head_read() {
+  docker exec llmc-demo-master python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(urllib.request.Request(sys.argv[1], method=(sys.argv[2:] or ["GET"])[0]), timeout=10).read().decode())' "$@"
+}
 # First a management route sent to the metrics listener: it must change nothing (both replicas stay listed below).
-docker exec llmc-demo-master python3 -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], method="POST"), timeout=10).read()' \
-  "http://$master_ip:8003/remove_worker?url=http://$worker_ip:8001" || fail "the router's metrics listener refused a POST"
-listed="$(docker exec llmc-demo-master python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
-  http://127.0.0.1:8002/workers)" || fail "the head cannot read the router's replicas"
+head_read "http://$master_ip:8003/remove_worker?url=http://$worker_ip:8001" POST > /dev/null || fail "the router's metrics listener refused a POST"
+listed="$(head_read http://127.0.0.1:8002/workers)" || fail "the head cannot read the router's replicas"
 case "$listed" in
   *"\"http://$worker_ip:8001\""*) ;;
   *) fail "a POST /remove_worker to the router's metrics listener took the worker's replica out: $listed" ;;
 esac
-docker exec llmc-demo-master python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
-  "http://$master_ip:8003/metrics" > "$WORK/router-metrics.txt" || fail "the head cannot read the router's metrics at $master_ip:8003"
+head_read "http://$master_ip:8003/metrics" > "$WORK/router-metrics.txt" || fail "the head cannot read the router's metrics at $master_ip:8003"
 python3 - "$CLONE/plugins/plugin_utils/_monitoring.py" "$WORK/router-metrics.txt" "$master_ip" "$worker_ip" <<'PY' ||
 import importlib.util, re, sys
 spec = importlib.util.spec_from_file_location("_monitoring", sys.argv[1])
@@ -357,8 +358,7 @@ grep -q -- "llm_cluster_api_front.py" "$WORK/ps-replicas.log" || fail "the proce
 # (The rollout's flag goes with both runs, or the engines would restart for its removal.)
 router_pid() { docker exec llmc-demo-master systemctl show --property MainPID --value llm-cluster-router.service; }
 listed_replicas() {
-  docker exec llmc-demo-master python3 -c 'import json, sys, urllib.request; print(" ".join(sorted(w["url"] for w in json.load(urllib.request.urlopen(sys.argv[1], timeout=10))["workers"])))' \
-    http://127.0.0.1:8002/workers
+  head_read http://127.0.0.1:8002/workers | python3 -c 'import json, sys; print(" ".join(sorted(w["url"] for w in json.load(sys.stdin)["workers"])))'
 }
 pids_kept="$(router_pid) $(engine_pids)"
 sed -e '/^        llmc-demo-worker: {}$/d' -e 's/^    node_num: 2$/    node_num: 1/' .cache/demo/inventory/hosts.yml > "$WORK/shrunk.yml"
