@@ -34,13 +34,57 @@ def fanout_plan(holders, needers):
 STRATEGIES = ("chain", "rounds", "star")
 
 
-def chain_plan(holders, needers, repairs):
+def chain_plan(holders, needers, repairs, places=None):
     """One round of simultaneous links that pipelines the model file by file.
 
     Nodes with nothing of their own to repair (only missing files) form chains behind the holders: each
     receives from the node before it while passing on what it already has. Nodes holding damaged files are
     repaired straight from a holder, so that no node ever passes on a file before it is right.
+
+    places: {host: locality} (a rack, a switch: model_distribution_locality); "" or absent is unknown.
+    Without any place, the holders head one chain each, round robin. With places, the nodes go place by place
+    (the places that have a holder first), and each takes the nearest sender: a holder of its own place that
+    sends to no one yet, else the oldest end of a chain there; only the first node of a place without a
+    holder takes a holder or a chain end elsewhere, and the others of that place chain behind it, so the
+    model crosses into each place once.
     """
+    places = places or {}
+    if not any(places.get(host) for host in list(holders) + list(needers)):
+        return _chain_round_robin(holders, needers, repairs)
+    holders = list(holders)
+    chained = [host for host in needers if host not in repairs]
+    direct = [host for host in needers if host in repairs]
+    held = {places.get(host) for host in holders if places.get(host)}
+    order = []
+    for host in chained:
+        if places.get(host) not in order:
+            order.append(places.get(host))
+    rank = {place: (0 if place in held else 1 if place else 2, index) for index, place in enumerate(order)}
+    chained.sort(key=lambda host: rank[places.get(host)])
+    idle = list(holders)
+    tails = []
+    links = []
+
+    def near(candidates, place):
+        return [host for host in candidates if place and places.get(host) == place]
+
+    for host in chained:
+        place = places.get(host) or ""
+        for candidates, is_tail in ((near(idle, place), False), (near(tails, place), True),
+                                    (idle, False), (tails, True)):
+            if candidates:
+                src = candidates[0]
+                break
+        (tails if is_tail else idle).remove(src)
+        links.append({"src": src, "dst": host})
+        tails.append(host)
+    for index, host in enumerate(direct):
+        pool = near(holders, places.get(host) or "") or holders
+        links.append({"src": pool[index % len(pool)], "dst": host})
+    return [links] if links else []
+
+
+def _chain_round_robin(holders, needers, repairs):
     holders = list(holders)
     chained = [host for host in needers if host not in repairs]
     direct = [host for host in needers if host in repairs]
@@ -55,18 +99,29 @@ def chain_plan(holders, needers, repairs):
     return [links] if links else []
 
 
-def star_plan(holders, needers):
-    """One round in which every node that needs files pulls from a holder (round robin)."""
+def star_plan(holders, needers, places=None):
+    """One round in which every node that needs files pulls from a holder (round robin), from one in its
+    own place (places: {host: locality}) when there is one."""
     holders = list(holders)
-    links = [{"src": holders[index % len(holders)], "dst": host} for index, host in enumerate(needers)]
+    places = places or {}
+    links = []
+    turns = {}
+    for host in needers:
+        place = places.get(host) or ""
+        pool = [holder for holder in holders if place and places.get(holder) == place] or holders
+        key = place if pool is not holders else ""
+        turn = turns.get(key, 0)
+        turns[key] = turn + 1
+        links.append({"src": pool[turn % len(pool)], "dst": host})
     return [links] if links else []
 
 
 def plan(nodes, settings):
     """The whole decision: which nodes need files, whether they fit, and the rounds that send them.
 
-    nodes: [{host, path, ok, bad_files, missing_bytes, free_bytes, mismatches}] for every node but the source.
-    settings: {source, shared (bool), disk_factor, strategy (chain, rounds, star)}.
+    nodes: [{host, path, ok, bad_files, missing_bytes, free_bytes, mismatches, locality}] for every node but the
+    source (locality: model_distribution_locality, a rack or a switch; None or "" is unknown).
+    settings: {source, source_locality, shared (bool), disk_factor, strategy (chain, rounds, star)}.
     Returns {ok, failures, needers, rounds, wait}: wait is true when a receiver may have to wait for the
     node it receives from (a chain).
     """
@@ -84,16 +139,33 @@ def plan(nodes, settings):
     holders = [settings["source"]] + [node["host"] for node in nodes if node["host"] not in needers]
     repairs = {node["host"] for node in nodes
                if any(m.get("reason") in ("size", "sha256") for m in node.get("mismatches") or [])}
+    places = localities(nodes, settings)
     rounds = []
     if not failures:
         if strategy == "chain":
-            rounds = chain_plan(holders, needers, repairs)
+            rounds = chain_plan(holders, needers, repairs, places)
         elif strategy == "star":
-            rounds = star_plan(holders, needers)
+            rounds = star_plan(holders, needers, places)
         else:
             rounds = fanout_plan(holders, needers)
     return {"ok": not failures, "failures": failures, "needers": needers, "rounds": rounds,
             "wait": strategy == "chain"}
+
+
+def localities(nodes, settings):
+    """{host: locality} of the source and the nodes; a locality that is not a string is refused, naming the host."""
+    given = [(settings.get("source"), settings.get("source_locality"))]
+    given += [(node["host"], node.get("locality")) for node in nodes]
+    places = {}
+    for host, place in given:
+        if place is None:
+            continue
+        if not isinstance(place, str):
+            raise ValueError("%s: model_distribution_locality must be a string (a rack or a switch name), got %r; "
+                             "set it in that host's variables" % (host, place))
+        if place.strip():
+            places[host] = place.strip()
+    return places
 
 
 def disk_gate(nodes, factor):

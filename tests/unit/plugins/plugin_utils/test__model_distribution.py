@@ -75,6 +75,54 @@ def test_star_pulls_from_the_holders_at_once():
     assert result["rounds"] == [[{"src": "m1", "dst": "w1"}, {"src": "m1", "dst": "w2"}, {"src": "m1", "dst": "w3"}]]
 
 
+def located(host, place, bad=(), missing=0):
+    record = node(host, bad, missing)
+    record["locality"] = place
+    return record
+
+
+def test_a_replaced_node_takes_its_files_from_a_holder_in_its_own_rack():
+    # The source and w1 in rack a, w2 to w4 in rack b; w4 was replaced and lacks two shards.
+    nodes = [located("w1", "rack-a"), located("w2", "rack-b"), located("w3", "rack-b"),
+             located("w4", "rack-b", ["s3", "s4"], GIB)]
+    settings = {"source": "m1", "source_locality": "rack-a", "disk_factor": 1.1}
+    assert md.plan(nodes, settings)["rounds"] == [[{"src": "w2", "dst": "w4"}]]
+    # Without places, the same replacement takes them from the source, as before.
+    unplaced = [dict(record, locality=None) for record in nodes]
+    assert md.plan(unplaced, {"source": "m1", "disk_factor": 1.1})["rounds"] == [[{"src": "m1", "dst": "w4"}]]
+    assert md.plan(nodes, dict(settings, strategy="star"))["rounds"] == [[{"src": "w2", "dst": "w4"}]]
+
+
+def test_the_model_crosses_into_each_rack_once():
+    empty = ["a", "b"]
+    nodes = [located("b1", "rack-b", empty, GIB), located("a1", "rack-a", empty, GIB),
+             located("b2", "rack-b", empty, GIB), located("c1", "rack-c", empty, GIB),
+             located("b3", "rack-b", empty, GIB), located("a2", "rack-a", empty, GIB)]
+    links = md.plan(nodes, {"source": "m1", "source_locality": "rack-a", "disk_factor": 1.1})["rounds"][0]
+    place = {"m1": "rack-a", "a1": "rack-a", "a2": "rack-a", "b1": "rack-b", "b2": "rack-b", "b3": "rack-b",
+             "c1": "rack-c"}
+    assert sorted(link["dst"] for link in links) == sorted(n["host"] for n in nodes)
+    crossings = [(link["src"], link["dst"]) for link in links if place[link["src"]] != place[link["dst"]]]
+    assert len(crossings) == 2 and {place[dst] for _src, dst in crossings} == {"rack-b", "rack-c"}
+    # Every node receives once and sends to at most one other (a chain), and the source starts it.
+    senders = [link["src"] for link in links]
+    assert len(senders) == len(set(senders)) and "m1" in senders
+
+
+def test_damaged_copies_are_repaired_from_a_holder_in_their_rack():
+    damaged = located("b2", "rack-b", ["a"], GIB)
+    damaged["mismatches"] = [{"path": "a", "reason": "sha256"}]
+    nodes = [located("a1", "rack-a"), located("b1", "rack-b"), damaged]
+    result = md.plan(nodes, {"source": "m1", "source_locality": "rack-a", "disk_factor": 1.1})
+    assert result["rounds"] == [[{"src": "b1", "dst": "b2"}]]
+
+
+@pytest.mark.parametrize("place", [["rack-a"], {"rack": "a"}, 3, True])
+def test_a_locality_that_is_not_a_label_is_refused_naming_the_host(place):
+    with pytest.raises(ValueError, match="w1: model_distribution_locality must be a string"):
+        md.plan([located("w1", place, ["a"], GIB)], {"source": "m1", "disk_factor": 1.1})
+
+
 def test_unknown_strategy_is_refused():
     with pytest.raises(ValueError):
         md.plan([], {"source": "m1", "strategy": "torrent"})
