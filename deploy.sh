@@ -31,6 +31,12 @@ Subcommands:
   rolling-restart
               the replicas topology's engines restarted one node at a time
               through vLLM's router: drained, restarted, proven, re-admitted
+  replace-node OLD NEW
+              after NEW took OLD's place in the inventory (or OLD's own name on
+              new hardware): checks that, then deploys; NEW gets the model's
+              missing files from the nearest holder and joins; OLD is not touched
+  remove-node OLD
+              after OLD left the inventory: checks that, then deploys the others
   monitoring  exporters on every node, Prometheus and Alertmanager on the
               monitoring host (or the head), rules, alerts, dashboards and the
               metric truth check (artifacts/monitoring.json)
@@ -75,6 +81,21 @@ case "${1:-}" in
   deploy | status | teardown | restore | bench | rolling-restart | monitoring | tuning | bundle | demo | demo-down)
     subcommand="$1"
     shift
+    ;;
+  replace-node | remove-node)
+    subcommand="$1"
+    shift
+    # The node names come first; the playbook refuses a pattern or a group (docs/node-replacement.md).
+    declare -a nodes=()
+    wanted=2
+    [ "$subcommand" = remove-node ] && wanted=1
+    while [ ${#nodes[@]} -lt "$wanted" ]; do
+      if [ $# -eq 0 ] || [ -z "$1" ] || [ "${1#-}" != "$1" ]; then
+        die "'$subcommand' needs $([ "$wanted" = 2 ] && echo "OLD NEW" || echo OLD) first (see ./deploy.sh --help)"
+      fi
+      nodes+=("$1")
+      shift
+    done
     ;;
 esac
 
@@ -139,6 +160,7 @@ case "$subcommand" in
   teardown) playbook="teardown" ;;
   bench) playbook="bench" ;;
   rolling-restart) playbook="rolling_restart" ;;
+  replace-node | remove-node) playbook="replace_node" ;;
   monitoring) playbook="monitoring" ;;
   tuning) playbook="tuning" ;;
   bundle) playbook="bundle" ;;
@@ -174,5 +196,11 @@ export PATH="$VENV/bin:$PATH"
 export ANSIBLE_CONFIG="${ANSIBLE_CONFIG:-$ROOT/ansible.cfg}"
 export ANSIBLE_COLLECTIONS_PATH="$collections"
 export LLM_CLUSTER_ARTIFACTS="${LLM_CLUSTER_ARTIFACTS:-$PWD/artifacts}"
+
+if [ "$playbook" = replace_node ]; then
+  # The names reach Ansible as JSON (a name with a quote or a space stays one value, which the playbook refuses).
+  [ ${#nodes[@]} -eq 2 ] || nodes+=("")
+  passthrough+=("-e" "$("$VENV/bin/python" -c 'import json, sys; print(json.dumps({"replace_node_old": sys.argv[1], "replace_node_new": sys.argv[2]}))' "${nodes[0]}" "${nodes[1]}")")
+fi
 
 exec ansible-playbook -i "$inventory" "${passthrough[@]}" "aihost.llm_cluster.$playbook"

@@ -34,6 +34,8 @@ LLM_SOLUTION_KEYS = (
     "image_name", "image_tag", "container_name", "model_path", "ray_port", "node_num", "is_stop_other_container",
     "llm_port", "dp_port", "ray_device", "model_type", "backend_type",
 )
+# What the playbooks themselves read (playbooks/replace_node.yml: ./deploy.sh replace-node, remove-node).
+PLAYBOOK_KEYS = ("replace_node_old", "replace_node_new")
 SECRET_VARS = ("ansible_password", "ansible_become_password", "ansible_ssh_pass", "ansible_become_pass")
 # Variables Ansible itself puts in every host's variables.
 MAGIC_VARS = frozenset((
@@ -59,7 +61,7 @@ def role_defaults():
 
 def known_variables(defaults):
     """Every variable name this collection reads: role inputs, the llm_solution names they default to."""
-    names = set(LLM_SOLUTION_KEYS)
+    names = set(LLM_SOLUTION_KEYS) | set(PLAYBOOK_KEYS)
     for role, values in defaults.items():
         names.update(values)
         for raw in values.values():
@@ -237,11 +239,14 @@ class ActionModule(ActionBase):
         spec["comm_env"] = {}
         spec["tuning"] = {}
         spec["offline"] = {}
+        spec["localities"] = {}
         for host in members:
             try:
                 host_vars = hostvars.get(host) or {}
                 spec["interfaces"][host] = self._template(host_vars.get(args["interface_var"]))
                 spec["addresses"][host] = self._template(host_vars.get("ansible_host", host))
+                if "model_distribution_locality" in host_vars:
+                    spec["localities"][host] = self._template(host_vars.get("model_distribution_locality"))
                 # Each node's own environment maps (inventory, host_vars, extra vars): the collective variables
                 # are checked per node and across the nodes.
                 spec["comm_env"][host] = {name: self._template(host_vars.get(name, {}))

@@ -817,6 +817,79 @@ def _check_fetch(spec, errors):
     _whole_numbers(given, [limit for limit in FETCH_LIMITS if limit[0] in given], errors)
 
 
+# model_distribution_locality: a rack or a switch, a label that appears in the plan and the reports.
+LOCALITY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}", re.ASCII)
+
+
+def _check_localities(spec, members, errors):
+    """Each node's model_distribution_locality, where set: a short label (it names the node's rack or switch)."""
+    given = _dict(spec, "localities")
+    for host in members:
+        if host not in given or given[host] in (None, ""):
+            continue
+        value = given[host]
+        if not isinstance(value, str) or not LOCALITY_RE.fullmatch(value):
+            errors.append("model_distribution_locality = %s on host %s is not a rack or switch label: use 1 to 64 "
+                          "letters, digits, '_', '.', ':', '/' or '-', starting with a letter or digit (e.g. rack-03); "
+                          "nodes with the same label take the model from each other first." % (_show(value), host))
+
+
+# Characters of Ansible's host patterns (a list, a union, an intersection, an exclusion, a wildcard, a range,
+# a regular expression): a node to replace is named by its inventory host name, never by a pattern.
+_PATTERN_CHARS = ",:&!*?[]~^$()|{}\\"
+
+
+def replace_problems(old, new, groups, head_group="masters", worker_group="workers", inventory="the inventory"):
+    """What stops ``./deploy.sh replace-node OLD NEW`` (``new`` "" for remove-node) before any host changes.
+
+    The inventory is already the cluster to have: NEW is a member (in the head or the worker group), and OLD, when
+    it is another machine, is not a member any more. ``groups``: the inventory's groups ({name: [hosts]}, with
+    "all"). Returns a list of messages, each naming the host or variable and the fix; empty when the replacement
+    can go on.
+    """
+    problems = []
+    groups = groups if isinstance(groups, dict) else {}
+    all_hosts = [host for host in (groups.get("all") or []) if isinstance(host, str)]
+    members = [host for name in (head_group, worker_group) for host in (groups.get(name) or [])
+               if isinstance(host, str)]
+    group_names = [name for name in groups if isinstance(name, str)]
+
+    def name_problem(label, value):
+        if not isinstance(value, str) or not value.strip():
+            return "%s = %s is not a host name: give the inventory host name of one node." % (label, _show(value))
+        bad = [c for c in value if c in _PATTERN_CHARS] + _bad_chars(value)
+        if bad:
+            return ("%s = %s is a host pattern, not one host name (it holds %s): give the inventory host name of "
+                    "one node." % (label, _show(value), ", ".join(sorted(set("'%s'" % _char(c) if len(c) == 1 else c
+                                                                              for c in bad)))))
+        if value in group_names and value not in all_hosts:
+            return ("%s = %s is a group of %s, not a host: give the inventory host name of one node."
+                    % (label, _show(value), inventory))
+        return None
+
+    old_problem = name_problem("the node to replace (OLD)", old)
+    if old_problem:
+        problems.append(old_problem)
+    if new not in (None, ""):
+        new_problem = name_problem("the new node (NEW)", new)
+        if new_problem:
+            problems.append(new_problem)
+        elif new not in members:
+            problems.append("the new node %s is not in %s or %s of %s: add it there (in OLD's place) with its "
+                            "ansible_host, then run the replacement again." % (new, head_group, worker_group, inventory))
+    if old_problem:
+        return problems
+    if old != new and old in members:
+        where = head_group if old in (groups.get(head_group) or []) else worker_group
+        problems.append("%s is still in %s of %s: the inventory must already be the cluster to have; remove %s "
+                        "from %s%s, then run this again." % (
+                            old, where, inventory, old, where,
+                            " and put %s in its place" % new if new not in (None, "") else ""))
+    if not [host for host in members if host != old or old == new]:
+        problems.append("without %s, %s has no node left in %s or %s." % (old, inventory, head_group, worker_group))
+    return problems
+
+
 def _check_watchdog(spec, errors):
     """The watchdog's numbers, when it runs: whole numbers in range, a window that holds one count of failures."""
     watchdog = _dict(spec, "watchdog")
@@ -1093,6 +1166,7 @@ def _checks(spec, members, errors, warnings):
          lambda: _check_monitoring(spec, members, errors)),
         ("llm_cluster_offline and what it needs", lambda: _check_offline(spec, members, errors)),
         ("serve_watchdog_*", lambda: _check_watchdog(spec, errors)),
+        ("model_distribution_locality", lambda: _check_localities(spec, members, errors)),
         ("llm_cluster_fetch_retries, llm_cluster_fetch_delay", lambda: _check_fetch(spec, errors)),
         (", ".join(TUNING_VARS), lambda: _check_tuning(spec, members, errors)),
         ("passwords", lambda: _check_secrets(spec, warnings)),
@@ -1114,7 +1188,7 @@ def verdict(spec):
     serve_tls_key_file}, monitoring {standalone, group, hosts, thresholds, engine, monitoring_*_exporter_src},
     watchdog {serve_watchdog, serve_watchdog_interval, _timeout, _failures, _start_grace, _max_restarts, _window},
     fetch {llm_cluster_fetch_retries, llm_cluster_fetch_delay}, tuning {host: {prepare_tuning_* set for it}},
-    offline {host: {OFFLINE_VARS set for it}},
+    offline {host: {OFFLINE_VARS set for it}}, localities {host: model_distribution_locality},
     cleartext_secrets {host: [vars]}, host_key_checking_off {var: {option: [hosts]}},
     variables {scope: [names]}, known_variables [names].
     Never raises: a check that fails on a value reports it as an error.

@@ -173,3 +173,44 @@ def test_generated_credentials_are_ignored_by_git(path):
         pytest.skip("not a git checkout")
     result = subprocess.run(["git", "-C", os.path.realpath(ROOT), "check-ignore", "--no-index", "-q", path], check=False)
     assert result.returncode == 0, "%s is not ignored by .gitignore" % path
+
+
+@pytest.mark.parametrize("args, usage", [(["replace-node", "-i", FIXTURE], "OLD NEW"),
+                                         (["replace-node", "worker2", "-i", FIXTURE], "OLD NEW"),
+                                         (["replace-node", "", "worker1", "-i", FIXTURE], "OLD NEW"),
+                                         (["remove-node", "--check", "worker2", "-i", FIXTURE], "OLD")])
+def test_replace_and_remove_node_need_the_node_names_first(args, usage):
+    result = deploy(*args)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "deploy.sh: '%s' needs %s first (see ./deploy.sh --help)" % (args[0], usage)
+
+
+def test_replace_node_checks_the_inventory_then_deploys(tmp_path):
+    # worker1 took worker9's place in the fixture: the check passes and deploy.yml's plays follow (only the
+    # validation runs, --tags always).
+    result = deploy("replace-node", "worker9", "worker1", "-i", FIXTURE, "--tags", "always", "--check",
+                    cwd=str(tmp_path))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "PLAY [Check the replacement]" in output and "PLAY [Validate the inventory]" in output
+    assert ("Replacing worker9 by worker1: deploy.yml over master1, worker1; worker9 itself is left as it is."
+            in " ".join(output.split()))
+    assert "not a variable this collection knows" not in output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["replace-node", "worker1", "worker2"], "worker1 is still in workers of"),
+    (["remove-node", "master1"], "master1 is still in masters of"),
+    (["replace-node", "*", "worker1"], "the node to replace (OLD) = '*' is a host pattern, not one host name"),
+    (["replace-node", "all", "worker1"], "the node to replace (OLD) = 'all' is a group of"),
+    (["replace-node", "worker1 master1", "worker1"], "the node to replace (OLD) = 'worker1 master1' is a host pattern"),
+    (["replace-node", 'w"}, "x": {"', "worker1"], "is a host pattern, not one host name"),
+])
+def test_replace_node_refuses_before_any_host_changes(args, message, tmp_path):
+    result = deploy(*(args + ["-i", FIXTURE, "--check"]), cwd=str(tmp_path))
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 2, output
+    assert "The replacement cannot start; nothing was changed on any host:" in output
+    assert message in output
+    # The check runs on the controller: no node was contacted.
+    assert "PLAY [Validate the inventory]" not in output and "UNREACHABLE" not in output

@@ -1,0 +1,104 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""./deploy.sh replace-node with a node's own name on new hardware: md-worker4's container is replaced by a fresh one
+(same name, same settings, an empty disk but for the part of the model the operator put there), then the replacement
+playbook runs its prepare and model steps (the scenario has no Ray or engine). Runs after test_model.py and
+test_offline_bundle.py, on the model they leave on every node."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+
+import pytest
+import testinfra
+import yaml
+
+testinfra_hosts = ["ansible://md-master1"]
+
+SCENARIO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(SCENARIO))
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+ARTIFACTS = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "artifacts")
+NAMES = ["md-master1", "md-worker1", "md-worker2", "md-worker3", "md-worker4"]
+RACK = {"md-master1": "rack-a", "md-worker1": "rack-a", "md-worker2": "rack-b", "md-worker3": "rack-b",
+        "md-worker4": "rack-b"}
+MODEL = "/srv/models/synthetic"
+KEPT = ["config.json", "generation_config.json", "model.safetensors.index.json", "model-00001-of-00004.safetensors",
+        "model-00002-of-00004.safetensors"]
+MIB = 1024 * 1024
+
+
+def run(*args, timeout=900):
+    env = dict(os.environ, LLM_CLUSTER_FAKES=os.environ.get("LLM_CLUSTER_FAKES", os.path.join(ROOT, "tests", "fakes")))
+    result = subprocess.run(list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                            timeout=timeout, check=False, env=env)
+    changed = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", result.stdout, re.M)}
+    return result, changed
+
+
+def failures(output):
+    return "\n".join(line for line in output.splitlines() if "fatal:" in line or "FAILED" in line or "msg" in line)[-4000:]
+
+
+def sums(node):
+    out = node.check_output("cd %s && find . -type f ! -name '.llm_cluster-*' -print0 | sort -z | xargs -0 sha256sum" % MODEL)
+    return dict(reversed(line.split("  ", 1)) for line in out.splitlines())
+
+
+@pytest.fixture(scope="module")
+def nodes():
+    return {name: testinfra.get_host("ansible://%s?ansible_inventory=%s" % (name, INVENTORY)) for name in NAMES}
+
+
+@pytest.fixture(scope="module")
+def replaced(tmp_path_factory):
+    """md-worker4 as a new machine: its container removed and made again from the scenario's platform, the fakes
+    installed by the scenario's prepare step, and the model's small files and first two shards copied onto it from
+    md-worker3 (what an operator stages before, or what a repaired disk kept)."""
+    with open(os.path.join(SCENARIO, "molecule.yml")) as handle:
+        text = handle.read().replace("${MOLECULE_PROJECT_DIRECTORY}", ROOT)
+    platform = [p for p in yaml.safe_load(text)["platforms"] if p["name"] == "md-worker4"]
+    spec = tmp_path_factory.mktemp("replace") / "molecule_yml.json"
+    spec.write_text(json.dumps({"molecule_yml": {"platforms": platform,
+                                                 "provisioner": {"inventory": {"group_vars": {"all": {}}}}}}))
+    subprocess.run(["docker", "rm", "-f", "md-worker4"], check=True, capture_output=True)
+    result, _changed = run("ansible-playbook", "-i", INVENTORY, os.path.join(ROOT, "molecule", "shared", "create.yml"),
+                           "-e", "@%s" % spec)
+    assert result.returncode == 0, result.stdout[-3000:]
+    result, _changed = run("ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, "prepare.yml"),
+                           "--limit", "md-worker4")
+    assert result.returncode == 0, failures(result.stdout)
+    staged = subprocess.run(
+        "docker exec md-worker4 mkdir -p %s && docker exec md-worker3 tar -C %s -cf - %s | "
+        "docker exec -i md-worker4 tar -C %s -xf -" % (MODEL, MODEL, " ".join(KEPT), MODEL),
+        shell=True, capture_output=True, text=True, check=False)
+    assert staged.returncode == 0, staged.stderr
+    return run("ansible-playbook", "-i", INVENTORY, os.path.join(ROOT, "playbooks", "replace_node.yml"),
+               "-e", json.dumps({"replace_node_old": "md-worker4", "replace_node_new": "md-worker4"}),
+               "--tags", "prepare,model")
+
+
+def test_the_new_machine_had_only_part_of_the_model(nodes, replaced):
+    result, _changed = replaced
+    assert result.returncode == 0, failures(result.stdout)
+    assert "Replacing md-worker4 by md-worker4" in result.stdout
+
+
+def test_it_got_only_the_files_it_lacked_from_a_holder_in_its_own_rack(nodes, replaced):
+    with open(os.path.join(ARTIFACTS, "model-distribution-last-transfer.json")) as handle:
+        doc = json.load(handle)
+    links = [(link["src"], link["dst"]) for round_ in doc["rounds"] for link in round_]
+    assert len(links) == 1 and links[0][1] == "md-worker4", links
+    assert RACK[links[0][0]] == "rack-b" and links[0][0] != "md-worker4", links
+    assert [(t["dst"], t["files"]) for t in doc["transfers"]] == [("md-worker4", 2)]
+    assert 128 * MIB <= doc["transfers"][0]["bytes_received"] < 130 * MIB
+    assert sums(nodes["md-worker4"]) == sums(nodes["md-master1"])
+
+
+def test_the_other_nodes_changed_nothing(replaced):
+    _result, changed = replaced
+    assert changed["md-worker4"] > 0
+    assert {name: changed[name] for name in NAMES[:-1]} == {name: 0 for name in NAMES[:-1]}
