@@ -857,11 +857,10 @@ def replace_problems(old, new, groups, head_group="masters", worker_group="worke
     def name_problem(label, value):
         if not isinstance(value, str) or not value.strip():
             return "%s = %s is not a host name: give the inventory host name of one node." % (label, _show(value))
-        bad = [c for c in value if c in _PATTERN_CHARS] + _bad_chars(value)
+        bad = sorted(set("'%s'" % c for c in value if c in _PATTERN_CHARS)) + _bad_chars(value)
         if bad:
             return ("%s = %s is a host pattern, not one host name (it holds %s): give the inventory host name of "
-                    "one node." % (label, _show(value), ", ".join(sorted(set("'%s'" % _char(c) if len(c) == 1 else c
-                                                                              for c in bad)))))
+                    "one node." % (label, _show(value), ", ".join(bad)))
         if value in group_names and value not in all_hosts:
             return ("%s = %s is a group of %s, not a host: give the inventory host name of one node."
                     % (label, _show(value), inventory))
