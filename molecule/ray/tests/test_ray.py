@@ -37,6 +37,10 @@ COLLECTIONS = os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep)[0
 _SPEC = importlib.util.spec_from_file_location("perimeter", os.path.join(os.path.dirname(SCENARIO), "shared", "perimeter.py"))
 perimeter = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(perimeter)
+# The node replacement the scenarios share (molecule/shared/replace.py).
+_SPEC = importlib.util.spec_from_file_location("replace", os.path.join(os.path.dirname(SCENARIO), "shared", "replace.py"))
+replace = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(replace)
 
 # The snippets print their answer on a line of its own after MARK: Ray's driver prints the cluster's own
 # messages on standard output too, even after that line (a raylet just killed: "The node ... has been marked
@@ -445,7 +449,32 @@ def test_port_change_restarts_the_head_then_the_workers(nodes, addresses):
     started = {name: int(unit(node, UNIT[name])["ActiveEnterTimestampMonotonic"]) for name, node in nodes.items()}
     assert started["ray-master1"] < started["ray-worker1"] and started["ray-master1"] < started["ray-worker2"]
     assert cluster(nodes, addresses, port=6479) == {"alive": sorted(addresses.values()), "npu": 24.0}
-    # The cluster stays on 6479 for the teardown that follows (it reads no port).
+    # The cluster stays on 6479 for the replacement and the teardown that follow (the teardown reads no port).
+
+
+def test_a_worker_replaced_by_new_hardware_joins_and_the_others_admit_it_without_a_restart(nodes, addresses):
+    # ./deploy.sh replace-node ray-worker2 ray-worker2: the same name on a fresh machine (molecule/shared/replace.py:
+    # a new container from the scenario's platform, prepared as at the start, recording its state for the teardown
+    # test), then the replacement's prepare and Ray steps. Docker gives the new container the next free address.
+    old_address = addresses["ray-worker2"]
+    kept = {name: unit(nodes[name], UNIT[name])["MainPID"] for name in ("ray-master1", "ray-worker1")}
+    replace.renew(SCENARIO, "ray-worker2", INVENTORY)
+    new_address = nodes["ray-worker2"].check_output("ip -4 -o addr show dev eth0").split()[3].split("/")[0]
+    assert nodes["ray-worker2"].run("test -e /opt/llm_cluster/ray").rc != 0, "the new machine is not fresh"
+    result, changed = replace.replace_node(INVENTORY, "ray-worker2", "ray-worker2", "--tags", "prepare,ray",
+                                           "-e", "ray_cluster_port=6479")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "Replacing ray-worker2 by ray-worker2" in result.stdout
+    addresses["ray-worker2"] = new_address
+    assert cluster(nodes, addresses, port=6479) == {"alive": sorted(addresses.values()), "npu": 24.0}
+    # The others' Ray kept running; their tables admit the new address and, when Docker gave another one, no
+    # longer the old.
+    assert {name: unit(nodes[name], UNIT[name])["MainPID"] for name in kept} == kept
+    for name in kept:
+        members = nodes[name].check_output("nft list set inet llm_cluster members")
+        assert new_address in members, (name, members)
+        assert old_address == new_address or old_address not in members, (name, old_address, members)
+    assert changed["ray-worker2"] > 0
 
 
 # What prepare recorded before the first deploy (molecule/shared/node_state.sh), read again now.
