@@ -75,11 +75,11 @@ def test_the_model_went_down_one_chain_once_per_link():
     assert all(t["files"] == 7 and 256 * MIB <= t["bytes_received"] < 260 * MIB for t in doc["transfers"])
 
 
-def test_second_run_moves_nothing(nodes):
-    result, changed = model_step()
-    assert result.returncode == 0, failures(result.stdout)
-    assert changed == {name: 0 for name in NAMES}
-    assert report()["transfers"] == []
+def test_the_second_run_moved_nothing():
+    # Molecule's idempotence action ran the whole converge again and found changed=0 on every node; its report
+    # is the last one written.
+    doc = report()
+    assert doc["transfers"] == [] and doc["rounds"] == [], doc
 
 
 def test_corrupted_shard_is_the_only_file_sent_again(nodes):
@@ -94,7 +94,9 @@ def test_corrupted_shard_is_the_only_file_sent_again(nodes):
 
 
 def test_killed_transfer_leaves_nothing_running_and_resumes(nodes):
-    source, victim = nodes["md-master1"], nodes["md-worker3"]
+    # md-worker3 takes the shard from the holder of its own rack (molecule.yml's model_distribution_locality):
+    # md-worker2, whose link is the one slowed down.
+    source, victim = nodes["md-worker2"], nodes["md-worker3"]
     victim.check_output("rm -f %s/%s" % (MODEL, SHARD))
     # 64 MiB at 80 Mbit/s takes about 7 s: stop the receiving rsync half-way.
     source.check_output("tc qdisc add dev eth0 root tbf rate 80mbit burst 256kb latency 50ms")

@@ -7,6 +7,7 @@ test_offline_bundle.py, on the model they leave on every node."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -14,12 +15,10 @@ import subprocess
 
 import pytest
 import testinfra
-import yaml
 
 testinfra_hosts = ["ansible://md-master1"]
 
 SCENARIO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ROOT = os.path.dirname(os.path.dirname(SCENARIO))
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 ARTIFACTS = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "artifacts")
 NAMES = ["md-master1", "md-worker1", "md-worker2", "md-worker3", "md-worker4"]
@@ -30,13 +29,10 @@ KEPT = ["config.json", "generation_config.json", "model.safetensors.index.json",
         "model-00002-of-00004.safetensors"]
 MIB = 1024 * 1024
 
-
-def run(*args, timeout=900):
-    env = dict(os.environ, LLM_CLUSTER_FAKES=os.environ.get("LLM_CLUSTER_FAKES", os.path.join(ROOT, "tests", "fakes")))
-    result = subprocess.run(list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                            timeout=timeout, check=False, env=env)
-    changed = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", result.stdout, re.M)}
-    return result, changed
+# The node replacement the scenarios share (molecule/shared/replace.py).
+_SPEC = importlib.util.spec_from_file_location("replace", os.path.join(os.path.dirname(SCENARIO), "shared", "replace.py"))
+replace = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(replace)
 
 
 def failures(output):
@@ -54,31 +50,17 @@ def nodes():
 
 
 @pytest.fixture(scope="module")
-def replaced(tmp_path_factory):
-    """md-worker4 as a new machine: its container removed and made again from the scenario's platform, the fakes
-    installed by the scenario's prepare step, and the model's small files and first two shards copied onto it from
-    md-worker3 (what an operator stages before, or what a repaired disk kept)."""
-    with open(os.path.join(SCENARIO, "molecule.yml")) as handle:
-        text = handle.read().replace("${MOLECULE_PROJECT_DIRECTORY}", ROOT)
-    platform = [p for p in yaml.safe_load(text)["platforms"] if p["name"] == "md-worker4"]
-    spec = tmp_path_factory.mktemp("replace") / "molecule_yml.json"
-    spec.write_text(json.dumps({"molecule_yml": {"platforms": platform,
-                                                 "provisioner": {"inventory": {"group_vars": {"all": {}}}}}}))
-    subprocess.run(["docker", "rm", "-f", "md-worker4"], check=True, capture_output=True)
-    result, _changed = run("ansible-playbook", "-i", INVENTORY, os.path.join(ROOT, "molecule", "shared", "create.yml"),
-                           "-e", "@%s" % spec)
-    assert result.returncode == 0, result.stdout[-3000:]
-    result, _changed = run("ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, "prepare.yml"),
-                           "--limit", "md-worker4")
-    assert result.returncode == 0, failures(result.stdout)
+def replaced():
+    """md-worker4 as a new machine (molecule/shared/replace.py), with the model's small files and first two shards
+    copied onto it from md-worker3 (what an operator stages before, or what a repaired disk kept); then the
+    replacement's prepare and model steps."""
+    replace.renew(SCENARIO, "md-worker4", INVENTORY)
     staged = subprocess.run(
         "docker exec md-worker4 mkdir -p %s && docker exec md-worker3 tar -C %s -cf - %s | "
         "docker exec -i md-worker4 tar -C %s -xf -" % (MODEL, MODEL, " ".join(KEPT), MODEL),
         shell=True, capture_output=True, text=True, check=False)
     assert staged.returncode == 0, staged.stderr
-    return run("ansible-playbook", "-i", INVENTORY, os.path.join(ROOT, "playbooks", "replace_node.yml"),
-               "-e", json.dumps({"replace_node_old": "md-worker4", "replace_node_new": "md-worker4"}),
-               "--tags", "prepare,model")
+    return replace.replace_node(INVENTORY, "md-worker4", "md-worker4", "--tags", "prepare,model")
 
 
 def test_the_new_machine_had_only_part_of_the_model(nodes, replaced):
@@ -98,7 +80,31 @@ def test_it_got_only_the_files_it_lacked_from_a_holder_in_its_own_rack(nodes, re
     assert sums(nodes["md-worker4"]) == sums(nodes["md-master1"])
 
 
-def test_the_other_nodes_changed_nothing(replaced):
-    _result, changed = replaced
+def changes(output):
+    """{host: [names of the tasks that changed it, once per task as the recap counts]} from a run's output."""
+    found, task, seen = {}, None, set()
+    for line in output.splitlines():
+        heading = re.match(r"^TASK \[(.*)\] \*+$", line)
+        if heading:
+            task, seen = heading.group(1), set()
+        moved = re.match(r"^changed: \[([^\]]+)\]", line)
+        host = moved.group(1).split(" -> ")[0] if moved else None
+        if host and task and host not in seen:
+            seen.add(host)
+            found.setdefault(host, []).append(task)
+    return found
+
+
+def test_the_other_nodes_changed_nothing_but_the_sender_s_daemon_for_the_round(replaced):
+    result, changed = replaced
     assert changed["md-worker4"] > 0
-    assert {name: changed[name] for name in NAMES[:-1]} == {name: 0 for name in NAMES[:-1]}
+    with open(os.path.join(ARTIFACTS, "model-distribution-last-transfer.json")) as handle:
+        sender = json.load(handle)["rounds"][0][0]["src"]
+    assert {name: changed[name] for name in NAMES[:-1] if name != sender} == {
+        name: 0 for name in NAMES[:-1] if name != sender}
+    # The sender ran this round's rsync daemon (its configuration, password and transient unit, stopped and removed
+    # at the end, the unit through the common role) and changed nothing else.
+    tasks = changes(result.stdout).get(sender, [])
+    assert len(tasks) == changed[sender], tasks
+    assert all(" : Round | " in task or task == "aihost.llm_cluster.common : Unit absent | Stop (and disable) the units "
+               "systemd knows" for task in tasks), tasks
