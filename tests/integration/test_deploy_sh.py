@@ -214,3 +214,12 @@ def test_replace_node_refuses_before_any_host_changes(args, message, tmp_path):
     assert message in output
     # The check runs on the controller: no node was contacted.
     assert "PLAY [Validate the inventory]" not in output and "UNREACHABLE" not in output
+
+
+def test_replace_node_checks_with_a_limit_too(tmp_path):
+    # A play on localhost would be skipped by --limit; the check runs on the members, on the controller.
+    result = deploy("replace-node", "worker1", "worker2", "-i", FIXTURE, "--limit", "worker1", "--check",
+                    cwd=str(tmp_path))
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 2, output
+    assert "worker1 is still in workers of" in output and "PLAY [Validate the inventory]" not in output
