@@ -24,8 +24,8 @@ def deploy(*args, cwd=None):
 def test_help():
     result = deploy("--help")
     assert result.returncode == 0
-    for word in ("deploy", "status", "teardown", "restore", "bench", "rolling-restart", "demo", "demo-down", "--tags",
-                 "--check"):
+    for word in ("deploy", "status", "teardown", "restore", "bench", "rolling-restart", "replace-node OLD NEW",
+                 "remove-node OLD", "demo", "demo-down", "--tags", "--check"):
         assert word in result.stdout
 
 
