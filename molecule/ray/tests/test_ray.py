@@ -458,6 +458,14 @@ def test_a_worker_replaced_by_new_hardware_joins_and_the_others_admit_it_without
     # test), then the replacement's prepare and Ray steps. Docker gives the new container the next free address.
     old_address = addresses["ray-worker2"]
     kept = {name: unit(nodes[name], UNIT[name])["MainPID"] for name in ("ray-master1", "ray-worker1")}
+    # The old machine, still alive and in the inventory, left clean first (docs/node-replacement.md): the teardown
+    # limited to it stops its Ray and removes its units and table, and touches no other node.
+    result, changed = playbook("aihost.llm_cluster.teardown", "--limit", "ray-worker2")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert changed.get("ray-worker2", 0) > 0 and not [name for name in kept if name in changed], changed
+    assert nodes["ray-worker2"].run("pgrep -f '[/]opt/llm_cluster/ray/'").rc == 1
+    assert nodes["ray-worker2"].run("nft list table inet llm_cluster").rc != 0
+    assert not nodes["ray-worker2"].file("/etc/systemd/system/llm-cluster-ray-worker.service").exists
     replace.renew(SCENARIO, "ray-worker2", INVENTORY)
     new_address = nodes["ray-worker2"].check_output("ip -4 -o addr show dev eth0").split()[3].split("/")[0]
     assert nodes["ray-worker2"].run("test -e /opt/llm_cluster/ray").rc != 0, "the new machine is not fresh"
