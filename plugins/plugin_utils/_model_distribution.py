@@ -49,26 +49,40 @@ def chain_plan(holders, needers, repairs, places=None):
     model crosses into each place once.
     """
     places = places or {}
-    if not any(places.get(host) for host in list(holders) + list(needers)):
-        return _chain_round_robin(holders, needers, repairs)
     holders = list(holders)
     chained = [host for host in needers if host not in repairs]
     direct = [host for host in needers if host in repairs]
+    if any(places.get(host) for host in holders + list(needers)):
+        links = _chains_by_place(holders, chained, places)
+    else:
+        links = _chains_round_robin(holders, chained)
+    links += _from_nearest(holders, direct, places)
+    return [links] if links else []
+
+
+def _chains_round_robin(holders, chained):
+    count = max(1, min(len(holders), len(chained)))
+    tails = holders[:count]
+    links = []
+    for index, host in enumerate(chained):
+        links.append({"src": tails[index % count], "dst": host})
+        tails[index % count] = host
+    return links
+
+
+def _chains_by_place(holders, chained, places):
     held = {places.get(host) for host in holders if places.get(host)}
     order = []
     for host in chained:
         if places.get(host) not in order:
             order.append(places.get(host))
     rank = {place: (0 if place in held else 1 if place else 2, index) for index, place in enumerate(order)}
-    chained.sort(key=lambda host: rank[places.get(host)])
-    idle = list(holders)
-    tails = []
-    links = []
+    idle, tails, links = list(holders), [], []
 
     def near(candidates, place):
         return [host for host in candidates if place and places.get(host) == place]
 
-    for host in chained:
+    for host in sorted(chained, key=lambda name: rank[places.get(name)]):
         place = places.get(host) or ""
         for candidates, is_tail in ((near(idle, place), False), (near(tails, place), True),
                                     (idle, False), (tails, True)):
@@ -78,41 +92,26 @@ def chain_plan(holders, needers, repairs, places=None):
         (tails if is_tail else idle).remove(src)
         links.append({"src": src, "dst": host})
         tails.append(host)
-    for index, host in enumerate(direct):
-        pool = near(holders, places.get(host) or "") or holders
-        links.append({"src": pool[index % len(pool)], "dst": host})
-    return [links] if links else []
+    return links
 
 
-def _chain_round_robin(holders, needers, repairs):
-    holders = list(holders)
-    chained = [host for host in needers if host not in repairs]
-    direct = [host for host in needers if host in repairs]
-    links = []
-    count = max(1, min(len(holders), len(chained)))
-    tails = holders[:count]
-    for index, host in enumerate(chained):
-        links.append({"src": tails[index % count], "dst": host})
-        tails[index % count] = host
-    for index, host in enumerate(direct):
-        links.append({"src": holders[index % len(holders)], "dst": host})
-    return [links] if links else []
+def _from_nearest(holders, hosts, places):
+    """One link per host from a holder of its own place, else from any holder; round robin within each pool."""
+    links, turns = [], {}
+    for host in hosts:
+        place = places.get(host) or ""
+        local = [holder for holder in holders if place and places.get(holder) == place]
+        pool, key = (local, place) if local else (holders, "")
+        turn = turns.get(key, 0)
+        turns[key] = turn + 1
+        links.append({"src": pool[turn % len(pool)], "dst": host})
+    return links
 
 
 def star_plan(holders, needers, places=None):
     """One round in which every node that needs files pulls from a holder (round robin), from one in its
     own place (places: {host: locality}) when there is one."""
-    holders = list(holders)
-    places = places or {}
-    links = []
-    turns = {}
-    for host in needers:
-        place = places.get(host) or ""
-        pool = [holder for holder in holders if place and places.get(holder) == place] or holders
-        key = place if pool is not holders else ""
-        turn = turns.get(key, 0)
-        turns[key] = turn + 1
-        links.append({"src": pool[turn % len(pool)], "dst": host})
+    links = _from_nearest(list(holders), needers, places or {})
     return [links] if links else []
 
 
