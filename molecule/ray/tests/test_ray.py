@@ -112,11 +112,7 @@ def pids(nodes):
 
 
 def playbook(path, *extra):
-    result = subprocess.run(["ansible-playbook", "-i", INVENTORY, path] + list(extra),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=900,
-                            check=False)
-    changed = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", result.stdout, re.M)}
-    return result, changed
+    return replace.playbook(INVENTORY, path, *extra)
 
 
 def ray_step(*extra):
