@@ -37,6 +37,10 @@ LLM_SOLUTION_KEYS = (
 # What the playbooks themselves read (playbooks/replace_node.yml: ./deploy.sh replace-node, remove-node).
 PLAYBOOK_KEYS = ("replace_node_old", "replace_node_new")
 SECRET_VARS = ("ansible_password", "ansible_become_password", "ansible_ssh_pass", "ansible_become_pass")
+# Port variables that name a port another role opens, not one of their own: the monitoring role reads
+# connections to Ray's GCS port and scrapes Ray's metrics port. Equal to Ray's ports by design, so they are
+# left out of the clash check (the ray_cluster role's own variables are in it).
+REFERENCE_PORTS = ("monitoring_ray_members_port", "monitoring_ray_metrics_port")
 # Variables Ansible itself puts in every host's variables.
 MAGIC_VARS = frozenset((
     "inventory_hostname", "inventory_hostname_short", "inventory_dir", "inventory_file", "group_names", "groups",
@@ -145,7 +149,7 @@ class ActionModule(ActionBase):
                                     else _resolve(values[bound], task_vars)[1])
                     ranges["%s/%s" % (key, key[:-4] + "_max")] = span
                     continue
-                if not key.endswith("_port"):
+                if not key.endswith("_port") or key in REFERENCE_PORTS:
                     continue
                 label, value = _resolve(values[key], task_vars)
                 if key in task_vars and not label:

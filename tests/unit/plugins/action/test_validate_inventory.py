@@ -135,3 +135,21 @@ def test_a_port_that_two_roles_share_is_reported_against_each_other():
     assert result["failed"] is True
     assert "model_distribution_rsync_port = 6379 clashes with ray_port = 6379: every service needs its own port; " \
         "change one of them." in result["errors"]
+
+
+@pytest.mark.parametrize("ray_port, extra", [
+    # The role's defaults in the play's variables (monitoring imported in the same play as the validation).
+    (6379, {"monitoring_ray_members_port": "{{ ray_cluster_port | default(ray_port | default(6379)) }}",
+            "monitoring_ray_metrics_port": "{{ ray_cluster_metrics_export_port | default(6385) }}"}),
+    # Ray moved by the operator, and the monitoring role told where.
+    (6390, {"monitoring_ray_members_port": 6390, "ray_cluster_metrics_export_port": 6395, "monitoring_ray_metrics_port": 6395}),
+])
+def test_the_monitoring_role_s_references_to_ray_s_ports_are_no_clash(ray_port, extra):
+    result, _connection = run_action(args={"ports": {"ray_port": ray_port, "llm_port": 8000}}, **extra)
+    assert not result.get("failed"), result.get("errors")
+
+
+def test_a_monitoring_port_of_its_own_still_clashes_with_ray_s():
+    result, _connection = run_action(ray_port=6379, monitoring_node_exporter_port=6379)
+    assert result["failed"] is True
+    assert "monitoring_node_exporter_port = 6379 clashes with ray_port = 6379" in " ".join(result["errors"])
