@@ -11,12 +11,12 @@ exporters) and test_serve.py (which stops the engine). Never asserts on generate
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
 import ssl
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 
@@ -33,7 +33,10 @@ KEY_FILE = os.path.join(EPHEMERAL, "credentials", "serve_api_key")
 PROJECT = os.environ.get("MOLECULE_PROJECT_DIRECTORY", "")
 NAMES = ["master1", "worker1", "worker2"]
 NPUS = 8
-FAKE_LIB = "/usr/local/lib/llm-cluster-fakes"
+_SPEC = importlib.util.spec_from_file_location(
+    "prometheus", os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "shared", "prometheus.py"))
+prom = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(prom)
 
 
 @pytest.fixture(scope="module")
@@ -47,44 +50,19 @@ def addresses(nodes):
 
 
 def prometheus(nodes, addresses, path, **params):
-    """GET Prometheus's API from the head itself (the controller is no member: the table drops it)."""
-    url = "http://%s:9090%s?%s" % (addresses["master1"], path, urllib.parse.urlencode(params))
-    out = nodes["master1"].check_output("python3 -c %s",
-                                        "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(%r, timeout=10)"
-                                        ".read().decode())" % url)
-    body = json.loads(out)
-    assert body["status"] == "success", body
-    return body["data"]
+    """GET Prometheus's API from the head itself."""
+    return prom.api(nodes["master1"], addresses["master1"], path, **params)
 
 
 def query(nodes, addresses, expr):
     return prometheus(nodes, addresses, "/api/v1/query", query=expr)["result"]
 
 
-def wait_for(check, timeout=120, step=3):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result or time.monotonic() > deadline:
-            return result
-        time.sleep(step)
-
-
-def set_fault(node, knob, device, value):
-    """Set (or with None clear) a per-device knob of the fake NPUs in the node's runtime overlay, as the fake tools do."""
-    script = ("import sys; sys.path.insert(0, %r); import _fakelib as fl\n"
-              "def change(r):\n"
-              "    k = r.setdefault(%r, {})\n"
-              "    k.pop(%r, None) if %r is None else k.update({%r: %r})\n"
-              "fl.State('test').update_runtime(change)\n") % (FAKE_LIB, knob, str(device), value, str(device), value)
-    node.check_output("python3 -c %s", script)
-
-
 def test_every_target_is_up_with_its_node_label(nodes, addresses):
     def targets():
         active = prometheus(nodes, addresses, "/api/v1/targets", state="active")["activeTargets"]
         return active if active and all(t["health"] == "up" for t in active) else None
-    active = wait_for(targets) or prometheus(nodes, addresses, "/api/v1/targets", state="active")["activeTargets"]
+    active = prom.wait_for(targets) or prometheus(nodes, addresses, "/api/v1/targets", state="active")["activeTargets"]
     by_job = {}
     for target in active:
         assert target["health"] == "up", (target["labels"], target["lastError"])
@@ -117,11 +95,11 @@ def test_the_engine_rules_have_values_after_completions(nodes, addresses):
                                      headers={"Content-Type": "application/json", "Authorization": "Bearer " + key})
         with urllib.request.urlopen(req, timeout=120, context=context) as response:
             assert json.loads(response.read())["usage"]["completion_tokens"] == 8
-    generated = wait_for(lambda: [r for r in query(nodes, addresses, "llm:generation_tokens:rate5m") if float(r["value"][1]) > 0])
+    generated = prom.wait_for(lambda: [r for r in query(nodes, addresses, "llm:generation_tokens:rate5m") if float(r["value"][1]) > 0])
     assert generated and generated[0]["metric"]["model_name"] == "tiny"
     for record in ("llm:num_requests_running", "llm:num_requests_waiting", "llm:kv_cache_usage_ratio",
                    "llm:ttft_seconds:p99_5m", "llm:requests_finished:rate5m"):
-        assert wait_for(lambda record=record: query(nodes, addresses, record)), record
+        assert prom.wait_for(lambda record=record: query(nodes, addresses, record)), record
     # The engine target carries the backend and the version the engine reported.
     [up] = query(nodes, addresses, 'up{job="llm_cluster_engine"}')
     assert up["metric"]["backend"] == "vllm" and up["metric"]["engine_version"].startswith("0.32.0")
@@ -142,7 +120,7 @@ def test_a_central_prometheus_federates_the_recorded_series(nodes, addresses):
 
 
 def test_the_accelerator_rules_read_every_npu(nodes, addresses):
-    healthy = wait_for(lambda: [r for r in query(nodes, addresses, "accel:healthy") if r["value"][1] == "1"])
+    healthy = prom.wait_for(lambda: [r for r in query(nodes, addresses, "accel:healthy") if r["value"][1] == "1"])
     assert sorted((r["metric"]["node"], r["metric"]["device"]) for r in healthy) == sorted(
         (name, str(i)) for name in NAMES for i in range(NPUS))
     total = query(nodes, addresses, 'accel:memory_total_bytes{node="worker1", device="0"}')
@@ -154,8 +132,8 @@ def test_ray_membership_is_read_on_the_head_without_ray_s_agent(nodes, addresses
     every member's raylet holds one, and RayNodeLost does not fire."""
     head = nodes["master1"]
     assert head.service("llm-cluster-ray-members.timer").is_running
-    connected = wait_for(lambda: [r for r in query(nodes, addresses, "llm_cluster_ray_member_connected")
-                                  if r["value"][1] == "1"])
+    connected = prom.wait_for(lambda: [r for r in query(nodes, addresses, "llm_cluster_ray_member_connected")
+                                       if r["value"][1] == "1"])
     assert sorted((r["metric"]["member"], r["metric"]["address"], r["metric"]["port"]) for r in connected) == sorted(
         (name, addresses[name], "6379") for name in NAMES)
     assert all(r["metric"]["node"] == "master1" for r in connected)
@@ -176,7 +154,7 @@ def test_ray_membership_is_read_on_the_head_without_ray_s_agent(nodes, addresses
 def test_the_watchdog_s_state_reaches_prometheus_through_node_exporter(nodes, addresses):
     # The serve role's inference watchdog writes its state into node_exporter's textfile directory at each check
     # (docs/watchdog.md): the API node's watchdog, whose completions answer. LLMEngineNotServing reads it.
-    serving = wait_for(lambda: [r for r in query(nodes, addresses, "llm_cluster_watchdog_serving") if r["value"][1] == "1"])
+    serving = prom.wait_for(lambda: [r for r in query(nodes, addresses, "llm_cluster_watchdog_serving") if r["value"][1] == "1"])
     assert [(r["metric"]["node"], r["metric"]["mode"], r["metric"]["engine"]) for r in serving] == [
         ("master1", "leader", "llm-cluster-engine.service")], serving
     [result] = query(nodes, addresses, "llm_cluster_watchdog_result")
@@ -186,26 +164,25 @@ def test_the_watchdog_s_state_reaches_prometheus_through_node_exporter(nodes, ad
 
 
 def firing(nodes, addresses, alert):
-    return sorted((a["labels"].get("node"), a["labels"].get("device")) for a in prometheus(nodes, addresses, "/api/v1/alerts")["alerts"]
-                  if a["labels"]["alertname"] == alert and a["state"] == "firing")
+    return prom.firing(prometheus(nodes, addresses, "/api/v1/alerts"), alert)
 
 
 def test_an_npu_going_critical_and_a_link_down_fire_their_alerts_and_clear(nodes, addresses):
     assert firing(nodes, addresses, "AcceleratorUnhealthy") == []
     try:
-        set_fault(nodes["worker1"], "health", 3, "Critical")
-        set_fault(nodes["worker2"], "link", 5, "DOWN")
-        assert wait_for(lambda: firing(nodes, addresses, "AcceleratorUnhealthy"), timeout=90) == [("worker1", "3")]
-        assert wait_for(lambda: firing(nodes, addresses, "AcceleratorLinkDown"), timeout=90) == [("worker2", "5")]
+        prom.set_fault(nodes["worker1"], "health", 3, "Critical")
+        prom.set_fault(nodes["worker2"], "link", 5, "DOWN")
+        assert prom.wait_for(lambda: firing(nodes, addresses, "AcceleratorUnhealthy"), timeout=90) == [("worker1", "3")]
+        assert prom.wait_for(lambda: firing(nodes, addresses, "AcceleratorLinkDown"), timeout=90) == [("worker2", "5")]
         # Alertmanager got them from Prometheus.
         alerts = json.loads(nodes["master1"].check_output(
             "python3 -c %s", "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("
             "'http://%s:9093/api/v2/alerts', timeout=10).read().decode())" % addresses["master1"]))
         assert {"AcceleratorUnhealthy", "AcceleratorLinkDown"} <= {a["labels"]["alertname"] for a in alerts}
     finally:
-        set_fault(nodes["worker1"], "health", 3, None)
-        set_fault(nodes["worker2"], "link", 5, None)
-    assert wait_for(lambda: not firing(nodes, addresses, "AcceleratorUnhealthy")
+        prom.set_fault(nodes["worker1"], "health", 3, None)
+        prom.set_fault(nodes["worker2"], "link", 5, None)
+    assert prom.wait_for(lambda: not firing(nodes, addresses, "AcceleratorUnhealthy")
                     and not firing(nodes, addresses, "AcceleratorLinkDown"), timeout=90)
 
 
