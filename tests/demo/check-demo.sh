@@ -423,6 +423,54 @@ recap="$(grep -E '^llmc-demo-(master|worker) +: ok=' "$WORK/pd-second.log")"
 echo "$recap" | grep -qv 'changed=0' && fail "the second pd demo changed something: $recap"
 [ "$(echo "$recap" | wc -l)" -eq 2 ] || fail "no play recap for both nodes in the second pd run"
 
+# The monitoring step on the pd cluster, with the worker as the monitoring host: a `monitoring` group beside
+# the demo's inventory (an inventory directory), Prometheus from Debian's package on the worker (node_exporter
+# and Alertmanager are the default scenario's) scraping both engines and vLLM's router in its PD mode at the
+# head's cluster address; the router's llm: rules have values after completions, the truth check passed.
+mkdir -p "$WORK/inventory"
+ln -sfn "$CLONE/.cache/demo/inventory/hosts.yml" "$WORK/inventory/hosts.yml"
+printf 'all:\n  children:\n    monitoring:\n      hosts:\n        llmc-demo-worker: {}\n' > "$WORK/inventory/monitoring.yml"
+LLM_CLUSTER_ARTIFACTS="$CLONE/.cache/demo/artifacts" verbose monitoring ./deploy.sh monitoring -i "$WORK/inventory" \
+  -e monitoring_node_exporter=false -e monitoring_alertmanager=false -e monitoring_ray_members=false \
+  -e monitoring_scrape_interval=5s -e monitoring_evaluation_interval=5s || fail "./deploy.sh monitoring exited non-zero"
+for _ in 1 2 3; do
+  answer="$(completion)"
+  [ "${answer##*$'\n'}" = 200 ] || fail "a completion through the PD router got: $answer"
+done
+worker_query() {
+  docker exec llmc-demo-worker python3 -c 'import sys, urllib.parse, urllib.request; sys.stdout.write(urllib.request.urlopen("http://%s:9090/api/v1/%s?%s" % (sys.argv[1], sys.argv[2], urllib.parse.urlencode(dict(a.split("=", 1) for a in sys.argv[3:]))), timeout=10).read().decode())' "$worker_ip" "$@"
+}
+deadline=$(( $(date +%s) + 120 ))
+until python3 - "$(worker_query targets state=active)" "$(worker_query query 'query=sum(llm:router_requests:rate5m)')" \
+    "$(worker_query query 'query=llm:router_replicas_healthy')" "$master_ip" "$worker_ip" <<'PY' 2>/dev/null
+import json, sys
+targets = json.loads(sys.argv[1])["data"]["activeTargets"]
+by_job = sorted((t["labels"]["job"], t["labels"].get("node"), t["labels"].get("mode", ""), t["health"]) for t in targets)
+assert by_job == [("llm_cluster_engine", "llmc-demo-master", "", "up"), ("llm_cluster_engine", "llmc-demo-worker", "", "up"),
+                  ("llm_cluster_router", "llmc-demo-master", "pd", "up")], by_job
+router = [t for t in targets if t["labels"]["job"] == "llm_cluster_router"][0]
+assert router["scrapeUrl"] == "http://%s:8003/metrics" % sys.argv[4], router["scrapeUrl"]
+[rate] = json.loads(sys.argv[2])["data"]["result"]
+assert float(rate["value"][1]) > 0, rate
+[healthy] = json.loads(sys.argv[3])["data"]["result"]
+assert healthy["value"][1] == "2", healthy
+PY
+do
+  [ "$(date +%s)" -lt "$deadline" ] || fail "Prometheus on the worker did not scrape the router and both engines, or the router's rules have no values: $(worker_query targets state=active | head -c 2000)"
+  sleep 5
+done
+python3 - "$CLONE/.cache/demo/artifacts/monitoring.json" <<'PY' || fail "artifacts/monitoring.json does not show the worker's Prometheus with every target up and the truth check passed"
+import json, sys
+doc = json.load(open(sys.argv[1], encoding="utf-8"))
+assert doc["host"] == "llmc-demo-worker" and doc["alertmanager"] is None, doc
+assert doc["truth_check"] == {"passed": True, "missing": []}, doc["truth_check"]
+assert doc["down"] == [] and doc["up"] == len(doc["targets"]) == 3, doc["targets"]
+print("demo check: Prometheus on the worker (the monitoring group) scrapes the PD router and both engines; "
+      "the router's llm: rules have values; the truth check passed")
+PY
+docker exec llmc-demo-worker ss -Htln | grep -q " $worker_ip:9090 " || fail "Prometheus does not listen on the worker's cluster address"
+! docker exec llmc-demo-master ss -Htln | grep -q ":9090 " || fail "Prometheus runs on the head too"
+
 # The canaries: the sampler saw the engine and the benchmark client on the head, and the -vvv logs hold
 # the tasks that read the secrets; neither secret is in any of them.
 token="$(cat .cache/demo/credentials/ray_auth_token)"
@@ -430,11 +478,11 @@ if [ "${#key}" -lt 32 ] || [ "${#token}" -lt 32 ]; then fail "the API key or the
 grep -qE -- "bin/vllm serve|VLLM::" "$WORK/ps.log" || fail "the process samples never show the engine"
 grep -q -- "bench serve" "$WORK/ps.log" || fail "the process samples never show the benchmark client"
 grep -q "Bench | Put the API key in a private file" "$WORK/bench.log" || fail "the bench log lacks the task that handles the key"
-for log in ps first bench second replicas rolling ps-replicas shrink grow pd ps-pd pd-second; do
+for log in ps first bench second replicas rolling ps-replicas shrink grow pd ps-pd pd-second monitoring; do
   ! grep -qF -- "$key" "$WORK/$log.log" || fail "the API key appears in $log.log"
   ! grep -qF -- "$token" "$WORK/$log.log" || fail "the Ray token appears in $log.log"
 done
-echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench, the second deploy, the replicas deploy, the rolling restart, the shrunk and grown replicas and both pd deploys"
+echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench, the second deploy, the replicas deploy, the rolling restart, the shrunk and grown replicas, both pd deploys and the monitoring step"
 
 ./deploy.sh demo-down
 [ -z "$(docker ps -aq --filter label=org.aihost.llm_cluster.demo=1)" ] || fail "demo containers left behind"
