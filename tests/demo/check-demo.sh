@@ -440,23 +440,26 @@ done
 worker_query() {
   docker exec llmc-demo-worker python3 -c 'import sys, urllib.parse, urllib.request; sys.stdout.write(urllib.request.urlopen("http://%s:9090/api/v1/%s?%s" % (sys.argv[1], sys.argv[2], urllib.parse.urlencode(dict(a.split("=", 1) for a in sys.argv[3:]))), timeout=10).read().decode())' "$worker_ip" "$@"
 }
-deadline=$(( $(date +%s) + 120 ))
-until python3 - "$(worker_query targets state=active)" "$(worker_query query 'query=sum(llm:router_requests:rate5m)')" \
-    "$(worker_query query 'query=llm:router_replicas_healthy')" "$master_ip" "$worker_ip" <<'PY' 2>/dev/null
+# What Prometheus on the worker lists and records; prints why not yet, and fails, until it is all there.
+scraped() {
+  python3 - "$(worker_query targets state=active)" "$(worker_query query 'query=sum(llm:router_requests:rate5m)')" \
+    "$(worker_query query 'query=llm:router_replicas_healthy')" "$master_ip" 2>&1 <<'PY'
 import json, sys
 targets = json.loads(sys.argv[1])["data"]["activeTargets"]
 by_job = sorted((t["labels"]["job"], t["labels"].get("node"), t["labels"].get("mode", ""), t["health"]) for t in targets)
 assert by_job == [("llm_cluster_engine", "llmc-demo-master", "", "up"), ("llm_cluster_engine", "llmc-demo-worker", "", "up"),
-                  ("llm_cluster_router", "llmc-demo-master", "pd", "up")], by_job
+                  ("llm_cluster_router", "llmc-demo-master", "pd", "up"), ("prometheus", "llmc-demo-worker", "", "up")], by_job
 router = [t for t in targets if t["labels"]["job"] == "llm_cluster_router"][0]
 assert router["scrapeUrl"] == "http://%s:8003/metrics" % sys.argv[4], router["scrapeUrl"]
-[rate] = json.loads(sys.argv[2])["data"]["result"]
-assert float(rate["value"][1]) > 0, rate
-[healthy] = json.loads(sys.argv[3])["data"]["result"]
-assert healthy["value"][1] == "2", healthy
+rates = json.loads(sys.argv[2])["data"]["result"]
+assert rates and float(rates[0]["value"][1]) > 0, ("sum(llm:router_requests:rate5m)", rates)
+healthy = json.loads(sys.argv[3])["data"]["result"]
+assert [r["value"][1] for r in healthy] == ["2"], ("llm:router_replicas_healthy", healthy)
 PY
-do
-  [ "$(date +%s)" -lt "$deadline" ] || fail "Prometheus on the worker did not scrape the router and both engines, or the router's rules have no values: $(worker_query targets state=active | head -c 2000)"
+}
+deadline=$(( $(date +%s) + 120 ))
+until why="$(scraped)"; do
+  [ "$(date +%s)" -lt "$deadline" ] || fail "Prometheus on the worker did not scrape the router and both engines, or the router's rules have no values: ${why: -1500}"
   sleep 5
 done
 python3 - "$CLONE/.cache/demo/artifacts/monitoring.json" <<'PY' || fail "artifacts/monitoring.json does not show the worker's Prometheus with every target up and the truth check passed"
@@ -464,7 +467,7 @@ import json, sys
 doc = json.load(open(sys.argv[1], encoding="utf-8"))
 assert doc["host"] == "llmc-demo-worker" and doc["alertmanager"] is None, doc
 assert doc["truth_check"] == {"passed": True, "missing": []}, doc["truth_check"]
-assert doc["down"] == [] and doc["up"] == len(doc["targets"]) == 3, doc["targets"]
+assert doc["down"] == [] and doc["up"] == len(doc["targets"]) == 4, doc["targets"]
 print("demo check: Prometheus on the worker (the monitoring group) scrapes the PD router and both engines; "
       "the router's llm: rules have values; the truth check passed")
 PY
