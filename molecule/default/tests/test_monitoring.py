@@ -183,7 +183,7 @@ def test_an_npu_going_critical_and_a_link_down_fire_their_alerts_and_clear(nodes
         prom.set_fault(nodes["worker1"], "health", 3, None)
         prom.set_fault(nodes["worker2"], "link", 5, None)
     assert prom.wait_for(lambda: not firing(nodes, addresses, "AcceleratorUnhealthy")
-                    and not firing(nodes, addresses, "AcceleratorLinkDown"), timeout=90)
+                         and not firing(nodes, addresses, "AcceleratorLinkDown"), timeout=90)
 
 
 def test_the_report_names_the_targets_and_the_truth_check_passed():
