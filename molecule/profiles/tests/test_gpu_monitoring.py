@@ -89,5 +89,6 @@ def test_the_report_names_the_gpu_target_and_the_truth_check_passed():
         doc = json.load(handle)
     assert doc["host"] == "gpu1" and doc["alertmanager"] is None
     assert doc["truth_check"] == {"passed": True, "missing": []}
-    assert doc["down"] == [] and doc["up"] == len(doc["targets"])
-    assert [t["node"] for t in doc["targets"] if t["job"] == "llm_cluster_gpu"] == ["gpu1"], doc["targets"]
+    # Both targets, listed once Prometheus had read its target files and scraped them: itself and the exporter.
+    assert doc["down"] == [] and doc["up"] == len(doc["targets"]) == 2, doc["targets"]
+    assert sorted((t["job"], t["node"]) for t in doc["targets"]) == [("llm_cluster_gpu", "gpu1"), ("prometheus", "gpu1")]
