@@ -239,9 +239,12 @@ docker exec llmc-demo-master ss -Htln | awk -v metrics="$master_ip:8003" '
   END {exit bad}' || fail "the router listens beyond the head's loopback, or its metrics beyond the cluster address"
 # What the monitoring role's router rules and alerts read (plugins/plugin_utils/_monitoring.py, the clone's own),
 # served by the live router as the head (a member) reads it; both replicas healthy, each with requests.
-# GET (or with a second word, that method) of a URL, as the head (a member) reads it.
+# GET (or with a third word, that method) of a URL, as a node (a member) reads it.
+node_read() {
+  docker exec "$1" python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(urllib.request.Request(sys.argv[1], method=(sys.argv[2:] or ["GET"])[0]), timeout=10).read().decode())' "${@:2}"
+}
 head_read() {
-  docker exec llmc-demo-master python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(urllib.request.Request(sys.argv[1], method=(sys.argv[2:] or ["GET"])[0]), timeout=10).read().decode())' "$@"
+  node_read llmc-demo-master "$@"
 }
 # First a management route sent to the metrics listener: it must change nothing (both replicas stay listed below).
 head_read "http://$master_ip:8003/remove_worker?url=http://$worker_ip:8001" POST > /dev/null || fail "the router's metrics listener refused a POST"
@@ -437,13 +440,14 @@ for _ in 1 2 3; do
   answer="$(completion)"
   [ "${answer##*$'\n'}" = 200 ] || fail "a completion through the PD router got: $answer"
 done
+# Prometheus's API on the worker, as the worker reads it (a path and its query, nothing in it to encode).
 worker_query() {
-  docker exec llmc-demo-worker python3 -c 'import sys, urllib.parse, urllib.request; sys.stdout.write(urllib.request.urlopen("http://%s:9090/api/v1/%s?%s" % (sys.argv[1], sys.argv[2], urllib.parse.urlencode(dict(a.split("=", 1) for a in sys.argv[3:]))), timeout=10).read().decode())' "$worker_ip" "$@"
+  node_read llmc-demo-worker "http://$worker_ip:9090/api/v1/$1"
 }
 # What Prometheus on the worker lists and records; prints why not yet, and fails, until it is all there.
 scraped() {
-  python3 - "$(worker_query targets state=active)" "$(worker_query query 'query=sum(llm:router_requests:rate5m)')" \
-    "$(worker_query query 'query=llm:router_replicas_healthy')" "$master_ip" 2>&1 <<'PY'
+  python3 - "$(worker_query 'targets?state=active')" "$(worker_query 'query?query=sum(llm:router_requests:rate5m)')" \
+    "$(worker_query 'query?query=llm:router_replicas_healthy')" "$master_ip" 2>&1 <<'PY'
 import json, sys
 targets = json.loads(sys.argv[1])["data"]["activeTargets"]
 by_job = sorted((t["labels"]["job"], t["labels"].get("node"), t["labels"].get("mode", ""), t["health"]) for t in targets)
