@@ -54,7 +54,7 @@ def run_once(scenario, way):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--scenario", default="ray", help="a converged Molecule scenario (default: ray)")
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--json", default=os.path.join(ROOT, ".cache", "timing", "bench-preload.json"))
