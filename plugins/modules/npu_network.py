@@ -171,6 +171,14 @@ devices:
       type: list
       elements: str
       sample: [address, tls]
+    live:
+      description:
+        - What the device holds at the end of the run, as this run read it. That is RV(devices[].after), except in check
+          mode, where nothing was set and it is RV(devices[].before).
+        - M(aihost.llm_cluster.npu_network_info) takes it as O(aihost.llm_cluster.npu_network_info#module:known) and does
+          not query these settings again.
+      type: dict
+      sample: {"index": 0, "address": "10.10.1.1", "netmask": "255.255.0.0", "gateway": null, "netdetect": null, "tls": 0}
 commands:
   description: Every C(hccn_tool ... -s ...) command run (or that would run, in check mode), as command lines.
   returned: always
@@ -482,8 +490,10 @@ def change_commands(tool_path, rows, result):
     return commands
 
 
-def public(rows):
-    return [dict((key, row[key]) for key in ("index", "before", "planned", "after", "changes")) for row in rows]
+def public(rows, check_mode):
+    """The rows as returned; ``live`` is what the device holds now (not yet the planned values in check mode)."""
+    return [dict([(key, row[key]) for key in ("index", "before", "planned", "after", "changes")]
+                 + [("live", dict(row["before"] if check_mode else row["after"], index=row["index"]))]) for row in rows]
 
 
 def converge(module):
@@ -501,7 +511,7 @@ def converge(module):
         planned = plan_device(want, before, params["tls"])
         rows.append({"index": want["index"], "before": before, "planned": planned, "after": dict(before),
                      "changes": changed_keys(before, planned)})
-    result["devices"] = public(rows)
+    result["devices"] = public(rows, module.check_mode)
 
     commands = change_commands(tool_path, rows, result)
     changed = bool(commands)
@@ -517,14 +527,14 @@ def converge(module):
         for row in rows:
             if row["changes"]:
                 row["after"] = read_live(tool, row["index"], with_tls)
-        result["devices"] = public(rows)
+        result["devices"] = public(rows, module.check_mode)
         stuck = ["device %d %s is %s, expected %s" % (row["index"], key, row["after"].get(key), row["planned"].get(key))
                  for row in rows for key in row["changes"] if row["after"].get(key) != row["planned"].get(key)]
         if stuck:
             raise ChangeError("the NPU network did not converge: " + "; ".join(stuck), result)
     if module.check_mode:
         result["commands"] = [" ".join(argv) for argv in commands]
-    result["devices"] = public(rows)
+    result["devices"] = public(rows, module.check_mode)
 
     # In check mode the keys about to be set are rewritten in the file by the tool: compare the others only.
     skip = dict((row["index"], row["changes"]) for row in rows) if module.check_mode else None
@@ -602,7 +612,7 @@ def restore(module):
                       and (wanted is None or entry["index"] in wanted)), key=lambda item: item[1]["index"])
     tool = Tool(module, tool_path, result)
     rows = restore_rows(tool, records)
-    result["devices"] = public(rows)
+    result["devices"] = public(rows, module.check_mode)
     commands = change_commands(tool_path, rows, result)
     text, exists = read_conf_text(params["hccn_conf"], result, "nothing was restored: ")
 
@@ -638,7 +648,7 @@ def restore(module):
                 "is gone after the next boot" % (name, row["before"][name], params["hccn_conf"]))))
         if not module.check_mode:
             state.drop(row["key"])
-    result["devices"] = public(rows)
+    result["devices"] = public(rows, module.check_mode)
     if module._diff:
         result["diff"] = [diff_of(diff_text(rows, "before"), diff_text(rows, "after"), tool_path, module.check_mode)]
         if conf_changed:

@@ -48,6 +48,36 @@ options:
       peer_device:
         description: Device id of the peer, returned with the result.
         type: int
+  known:
+    description:
+      - Settings of some of O(devices) that were read in this run already, as RV(aihost.llm_cluster.npu_network#module:devices[].live)
+        returns them. For each listed device the module does not run C(-ip -g), C(-gateway -g) and C(-netdetect -g)
+        again, nor C(-tls -g) when its C(tls) is set, and returns the given values.
+      - Each query is one C(hccn_tool) run. The prepare step passes what its configuring task has just read, which
+        leaves three of the seven queries of each NPU (C(-tls -g) as well when that task enforced the TLS switch).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      index:
+        description: Device id.
+        type: int
+        required: true
+      address:
+        description: IPv4 address of the RoCE port, V(null) when none is configured.
+        type: str
+      netmask:
+        description: Its netmask.
+        type: str
+      gateway:
+        description: Default gateway, V(null) when none is configured.
+        type: str
+      netdetect:
+        description: Netdetect address, V(null) when none is configured.
+        type: str
+      tls:
+        description: The TLS switch; V(null) when it was not read (then it is queried).
+        type: int
   packet_size:
     description: Payload size of each ping packet (C(pkt)); the tool's default when omitted.
     type: int
@@ -223,6 +253,8 @@ QUERIES = (
     ("netdetect", hccn.parse_netdetect, None),
     ("pfc", hccn.parse_pfc, None),
 )
+# Settings a device's entry in ``known`` answers: (query, the keys of the entry it fills).
+KNOWN = (("ip", ("address", "netmask")), ("gateway", ("gateway",)), ("netdetect", ("netdetect",)), ("tls", ("tls",)))
 # Queries whose failure is reported on its own (pfc_error), not as a device error: a port without link
 # answers -pfc -g with exit 22, and the link check names that port already.
 SOFT = ("pfc",)
@@ -237,6 +269,14 @@ def build_module():
                 address=dict(type="str", required=True),
                 peer=dict(type="str"),
                 peer_device=dict(type="int"),
+            )),
+            known=dict(type="list", elements="dict", default=[], options=dict(
+                index=dict(type="int", required=True),
+                address=dict(type="str"),
+                netmask=dict(type="str"),
+                gateway=dict(type="str"),
+                netdetect=dict(type="str"),
+                tls=dict(type="int"),
             )),
             packet_size=dict(type="int"),
             parallel=dict(type="int", default=16),
@@ -281,11 +321,23 @@ def rerun_empty(module, commands, outputs):
     return outputs
 
 
-def device_entry(index, outputs):
-    """Build one device's facts from ``{query: (rc, out, err)}``."""
+def known_queries(known):
+    """{query: the entry's keys and values} of what ``known`` answers for one device (tls only when it was read)."""
+    if not known:
+        return {}
+    return dict((name, dict((key, known.get(key)) for key in keys)) for name, keys in KNOWN
+                if name != "tls" or known.get("tls") is not None)
+
+
+def device_entry(index, outputs, known=None):
+    """Build one device's facts from ``{query: (rc, out, err)}`` and the queries ``known`` answers."""
     entry = {"index": index, "link": None, "net_health": None, "tls": None, "address": None, "netmask": None,
              "gateway": None, "netdetect": None, "pfc": None, "pfc_error": None, "errors": []}
+    answered = known_queries(known)
     for name, parser, setting in QUERIES:
+        if name in answered:
+            entry.update(answered[name])
+            continue
         rc, out, err = outputs[name]
         if name in SOFT and rc != 0:
             entry[name + "_error"] = "-%s -g failed (rc=%d): %s" % (name, rc, first_line(err) or first_line(out))
@@ -339,18 +391,18 @@ def main():
     for index in params["devices"]:
         if index not in devices:
             devices.append(index)
-    names = [query[0] for query in QUERIES]
-    commands = [hccn.query_cmd(tool, index, name) for index in devices for name in names]
+    known = dict((entry["index"], entry) for entry in params["known"])
+    queries = [(index, name) for index in devices for name, dummy, dummy in QUERIES
+               if name not in known_queries(known.get(index))]
+    commands = [hccn.query_cmd(tool, index, name) for index, name in queries]
     commands += [hccn.ping_cmd(tool, target["device"], target["address"], params["packet_size"])
                  for target in params["ping"]]
     outputs = rerun_empty(module, commands, run_all(module, commands, params["parallel"]))
 
-    per_device = len(QUERIES)
-    result_devices = []
-    for position, index in enumerate(devices):
-        chunk = outputs[position * per_device:(position + 1) * per_device]
-        result_devices.append(device_entry(index, dict(zip(names, chunk))))
-    pings = [ping_entry(target, *output) for target, output in zip(params["ping"], outputs[len(devices) * per_device:])]
+    answers = dict(zip(queries, outputs))
+    result_devices = [device_entry(index, dict((name, answers.get((index, name))) for name, dummy, dummy in QUERIES),
+                                   known.get(index)) for index in devices]
+    pings = [ping_entry(target, *output) for target, output in zip(params["ping"], outputs[len(queries):])]
     module.exit_json(changed=False, devices=result_devices, pings=pings, hccn_tool=tool)
 
 

@@ -188,6 +188,49 @@ def test_mesh_between_fake_nodes_and_its_faults(cluster):
                         "to align them"]
 
 
+def queried(calls):
+    """The hccn_tool queries run, as (device, query) pairs."""
+    return sorted((int(argv[2]), argv[3]) for argv in calls if argv[-1] == "-g" and argv[3] != "-ping")
+
+
+def test_what_the_configuring_run_read_is_not_queried_again_and_reads_the_same(cluster):
+    node = cluster("master1", devices=2)
+    plan = plan_utils.compute_plan([{"host": "master1", "devices": [0, 1]}])
+    devices = plan["hosts"]["master1"]["devices"]
+
+    def known_after(args, check_mode=False):
+        result, calls = run(npu_network, node, dict(args, devices=devices), check_mode=check_mode)
+        assert result.get("failed") is not True, result
+        return [row["live"] for row in result["devices"]]
+
+    def both(known):
+        full, full_calls = run(npu_network_info, node, dict(devices=[0, 1]))
+        given, given_calls = run(npu_network_info, node, dict(devices=[0, 1], known=known))
+        assert given["devices"] == full["devices"]
+        assert len(queried(full_calls)) == 14
+        return given, queried(given_calls)
+
+    # Check mode on a new node: nothing set, so what it read is the live state (no address yet), not the plan.
+    known = known_after(dict(tls=0), check_mode=True)
+    assert [row["address"] for row in known] == [None, None] and [row["index"] for row in known] == [0, 1]
+    facts, calls = both(known)
+    assert [row["address"] for row in facts["devices"]] == [None, None] and [row["tls"] for row in facts["devices"]] == [1, 1]
+    assert calls == [(index, query) for index in (0, 1) for query in ("-link", "-net_health", "-pfc")]
+
+    # Set (TLS enforced): the values read again after the change; three queries left per device.
+    known = known_after(dict(tls=0))
+    facts, calls = both(known)
+    assert [row["address"] for row in facts["devices"]] == ["10.10.1.1", "10.10.1.2"]
+    assert [row["tls"] for row in facts["devices"]] == [0, 0]
+    assert calls == [(index, query) for index in (0, 1) for query in ("-link", "-net_health", "-pfc")]
+
+    # Without the TLS switch in the plan, the configuring run does not read it: the info run does.
+    known = known_after({})
+    assert [row["tls"] for row in known] == [None, None]
+    facts, calls = both(known)
+    assert calls == [(index, query) for index in (0, 1) for query in ("-link", "-net_health", "-pfc", "-tls")]
+
+
 PADDLE_CONF = ROOT / "tests" / "fixtures" / "vendor" / "hccn-conf-8dev-paddle-doc.conf"
 
 
