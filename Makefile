@@ -96,7 +96,8 @@ lint: venv collection
 	shellcheck deploy.sh .ci/run images/build-base-image.sh tests/images/build-engine-image.sh tests/sanity/run.sh tests/bench/make-test-stages.sh \
 	  demo/demo.sh tests/demo/check-demo.sh \
 	  tests/fakes/bin/npu-smi tests/fakes/bin/hccn_tool tests/fakes/bin/nvidia-smi tests/fakes/bin/npu-exporter tests/fakes/bin/dcgm-exporter molecule/shared/node_state.sh \
-	  tests/bench/bench_container_rm.sh tests/bench/bench_engine_start.sh tests/bench/bench_bytecode.sh tests/promtool/get-promtool.sh
+	  tests/bench/bench_container_rm.sh tests/bench/bench_engine_start.sh tests/bench/bench_bytecode.sh tests/bench/bench_fake_call.sh \
+	  tests/promtool/get-promtool.sh
 
 sanity: venv collection
 	bash tests/sanity/run.sh
