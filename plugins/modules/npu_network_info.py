@@ -54,7 +54,7 @@ options:
         returns them. For each listed device the module does not run C(-ip -g), C(-gateway -g) and C(-netdetect -g)
         again, nor C(-tls -g) when its C(tls) is set, and returns the given values.
       - Each query is one C(hccn_tool) run. The prepare step passes what its configuring task has just read, which
-        leaves three of the seven queries of each NPU (C(-tls -g) as well when that task enforced the TLS switch).
+        leaves four of the seven queries of each NPU (three when that task enforced the TLS switch and so read it).
     type: list
     elements: dict
     default: []
