@@ -329,11 +329,11 @@ def known_queries(known):
                 if name != "tls" or known.get("tls") is not None)
 
 
-def device_entry(index, outputs, known=None):
-    """Build one device's facts from ``{query: (rc, out, err)}`` and the queries ``known`` answers."""
+def device_entry(index, outputs, answered=None):
+    """Build one device's facts from ``{query: (rc, out, err)}`` and what ``answered`` (known_queries) holds."""
     entry = {"index": index, "link": None, "net_health": None, "tls": None, "address": None, "netmask": None,
              "gateway": None, "netdetect": None, "pfc": None, "pfc_error": None, "errors": []}
-    answered = known_queries(known)
+    answered = answered or {}
     for name, parser, setting in QUERIES:
         if name in answered:
             entry.update(answered[name])
@@ -392,8 +392,8 @@ def main():
         if index not in devices:
             devices.append(index)
     known = dict((entry["index"], entry) for entry in params["known"])
-    queries = [(index, name) for index in devices for name, dummy, dummy in QUERIES
-               if name not in known_queries(known.get(index))]
+    answered = dict((index, known_queries(known.get(index))) for index in devices)
+    queries = [(index, name) for index in devices for name, dummy, dummy in QUERIES if name not in answered[index]]
     commands = [hccn.query_cmd(tool, index, name) for index, name in queries]
     commands += [hccn.ping_cmd(tool, target["device"], target["address"], params["packet_size"])
                  for target in params["ping"]]
@@ -401,7 +401,7 @@ def main():
 
     answers = dict(zip(queries, outputs))
     result_devices = [device_entry(index, dict((name, answers.get((index, name))) for name, dummy, dummy in QUERIES),
-                                   known.get(index)) for index in devices]
+                                   answered[index]) for index in devices]
     pings = [ping_entry(target, *output) for target, output in zip(params["ping"], outputs[len(queries):])]
     module.exit_json(changed=False, devices=result_devices, pings=pings, hccn_tool=tool)
 
