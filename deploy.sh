@@ -30,7 +30,9 @@ Subcommands:
   bench       run vllm bench serve against the endpoint (artifacts/bench-*.json)
   rolling-restart
               the replicas topology's engines restarted one node at a time
-              through vLLM's router: drained, restarted, proven, re-admitted
+              through vLLM's router: drained, restarted, proven, re-admitted;
+              single, dp and ray restarted as a group in their order, the
+              outage measured (artifacts/rolling-restart.json)
   replace-node OLD NEW
               after NEW took OLD's place in the inventory (or OLD's own name on
               new hardware): checks that, then deploys; NEW gets the model's

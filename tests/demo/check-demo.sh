@@ -146,6 +146,92 @@ recap="$(grep -E '^llmc-demo-(master|worker) +: ok=' "$WORK/second.log")"
 echo "$recap" | grep -qv 'changed=0' && fail "the second demo changed something: $recap"
 [ "$(echo "$recap" | wc -l)" -eq 2 ] || fail "no play recap for both nodes in the second run"
 
+# A steady load from this machine: one client, a completion, then 2 s of rest (the CPU build's OpenMP
+# threads spin on every core while an engine serves, and with completions back to back or every quarter
+# second a restarting engine on these 2 shared cores took 10 minutes to start). Once $WORK/load.stop exists
+# it writes to $1 the completions that passed and failed, the first errors, and when each failed one was
+# sent and answered (this machine's clock, as the playbooks' reports).
+start_load() {
+  rm -f "$WORK/load.stop"
+  python3 - "http://127.0.0.1:$PORT/v1/completions" "$WORK/load.stop" "$1" 3< <(printf '%s' "$key") <<'PY' &
+import json, os, sys, time, urllib.error, urllib.request
+url, stop, out = sys.argv[1:]
+key = os.fdopen(3).read()
+body = json.dumps({"model": "tiny", "prompt": "Hello", "max_tokens": 8, "ignore_eos": True}).encode()
+counts = {"ok": 0, "failed": 0, "errors": [], "failures": []}
+while not os.path.exists(stop):
+    request = urllib.request.Request(url, data=body, headers={"Authorization": "Bearer " + key,
+                                                              "Content-Type": "application/json"})
+    sent = time.time()
+    try:
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            tokens = json.load(answer)["usage"]["completion_tokens"]
+            ok, error = tokens == 8, "tokens %s" % tokens
+    except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
+        ok, error = False, repr(exc)[:200]
+    counts["ok" if ok else "failed"] += 1
+    if not ok:
+        counts["failures"].append([sent, time.time()])
+        if len(counts["errors"]) < 5:
+            counts["errors"].append(error)
+    time.sleep(2)
+json.dump(counts, open(out, "w"))
+PY
+  load=$!
+}
+stop_load() {
+  touch "$WORK/load.stop"
+  wait "$load" || fail "the load client failed"
+}
+engine_pids() {
+  for node in llmc-demo-master llmc-demo-worker; do
+    docker exec "$node" systemctl show --property MainPID --value llm-cluster-engine.service
+  done | tr '\n' ' '
+}
+
+# The data-parallel engine restarted as a group (docs/serving-groups.md#rolling-restart): it spans both
+# nodes, so no order keeps it serving. ./deploy.sh rolling-restart restarts the API node's engine, then the
+# worker's headless rank, waits for the readiness probe (each rank answers) and reports the window the
+# endpoint did not serve. Under the steady load: every failed request lies inside that window, both engines
+# have new PIDs, and a completion passes after it.
+pids_before="$(engine_pids)"
+start_load "$WORK/load-dp.json"
+sleep 3
+LLM_CLUSTER_ARTIFACTS="$WORK/artifacts" verbose rolling-dp ./deploy.sh rolling-restart -i .cache/demo/inventory/hosts.yml || {
+  touch "$WORK/load.stop"
+  fail "./deploy.sh rolling-restart of the dp topology exited non-zero"
+}
+sleep 3
+stop_load
+pids_after="$(engine_pids)"
+python3 - "$WORK/load-dp.json" "$WORK/artifacts/rolling-restart.json" "$pids_before" "$pids_after" <<'PY' ||
+import json, sys
+load = json.load(open(sys.argv[1]))
+report = json.load(open(sys.argv[2]))
+before, after = sys.argv[3].split(), sys.argv[4].split()
+print("demo check: dp restarted as a group: the endpoint did not serve for at most %.1f s (the playbook's report); "
+      "under load %d completions passed, %d failed, each inside that window; engine PIDs %s -> %s"
+      % (report["outage_seconds"], load["ok"], load["failed"], before, after))
+assert report["topology"] == "dp" and report["runtime"] == "host", report
+assert report["engines"] == ["llmc-demo-master", "llmc-demo-worker"], report
+assert report["outage_seconds"] > 0, report
+assert abs(report["serving_at"] - report["restart_began"] - report["outage_seconds"]) < 0.1, report
+# A failed request was answered (refused, reset) after the restart began, and sent before the probe passed.
+outside = [f for f in load["failures"] if f[1] < report["restart_began"] - 1 or f[0] > report["serving_at"] + 1]
+assert not outside, (outside, report)
+# Completions passed before the restart began and after the endpoint served again.
+assert load["ok"] >= 2, load
+assert len(before) == len(after) == 2 and all(b != a for b, a in zip(before, after)), (before, after)
+PY
+  fail "the dp group restart: $(cat "$WORK/load-dp.json" "$WORK/artifacts/rolling-restart.json" 2>&1)"
+answer="$(curl -s "http://127.0.0.1:$PORT/v1/completions" -H @<(printf 'Authorization: Bearer %s\n' "$key") \
+  -H 'Content-Type: application/json' -d '{"model": "tiny", "prompt": "Hello", "max_tokens": 4, "ignore_eos": true}')"
+python3 - "$answer" <<'PY' || fail "no completion after the dp group restart: $answer"
+import json, sys
+body = json.loads(sys.argv[1])
+assert body["usage"]["completion_tokens"] == 4 and body["choices"][0]["finish_reason"] == "length", body
+PY
+
 # The replicas topology on the same two nodes (docs/serving-groups.md): each node's engine on its own
 # address, vLLM's router on the head's loopback, the key-checking front on the API port.
 LLM_CLUSTER_DEMO_TOPOLOGY=replicas verbose replicas ./deploy.sh demo ||
@@ -273,50 +359,10 @@ print("demo check: the router's metrics at the head's cluster address serve the 
       % len(required))
 PY
   fail "the router's metrics do not serve what the monitoring rules read"
-# A rolling restart that carries a change (a flag) under a steady load from this machine (one client, a
-# completion, then 2 s of rest: the CPU build's OpenMP threads spin on every core while an engine serves,
-# and with completions back to back or every quarter second the restarting engine on these 2 shared cores
-# took 10 minutes to start):
-# every node's replica leaves the router, finishes, takes the change, restarts, answers and comes back, and no
-# request fails.
-engine_pids() {
-  for node in llmc-demo-master llmc-demo-worker; do
-    docker exec "$node" systemctl show --property MainPID --value llm-cluster-engine.service
-  done | tr '\n' ' '
-}
+# A rolling restart that carries a change (a flag) under the steady load (start_load, above): every node's
+# replica leaves the router, finishes, takes the change, restarts, answers and comes back, and no request fails.
 pids_before="$(engine_pids)"
-rm -f "$WORK/load.stop"
-python3 - "http://127.0.0.1:$PORT/v1/completions" "$WORK/load.stop" "$WORK/load.json" \
-  3< <(printf '%s' "$key") <<'PY' &
-import json, os, sys, threading, time, urllib.error, urllib.request
-url, stop, out = sys.argv[1:]
-key = os.fdopen(3).read()
-body = json.dumps({"model": "tiny", "prompt": "Hello", "max_tokens": 8, "ignore_eos": True}).encode()
-counts = {"ok": 0, "failed": 0, "errors": []}
-lock = threading.Lock()
-def client():
-    while not os.path.exists(stop):
-        request = urllib.request.Request(url, data=body, headers={"Authorization": "Bearer " + key,
-                                                                  "Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=120) as answer:
-                tokens = json.load(answer)["usage"]["completion_tokens"]
-                ok, error = tokens == 8, "tokens %s" % tokens
-        except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
-            ok, error = False, repr(exc)[:200]
-        with lock:
-            counts["ok" if ok else "failed"] += 1
-            if not ok and len(counts["errors"]) < 5:
-                counts["errors"].append(error)
-        time.sleep(2)
-threads = [threading.Thread(target=client)]
-for thread in threads:
-    thread.start()
-for thread in threads:
-    thread.join()
-json.dump(counts, open(out, "w"))
-PY
-load=$!
+start_load "$WORK/load.json"
 sleep 3
 t_roll=$(date +%s)
 verbose rolling ./deploy.sh rolling-restart -i .cache/demo/inventory/hosts.yml -e serve_max_num_seqs=4 || {
@@ -325,8 +371,7 @@ verbose rolling ./deploy.sh rolling-restart -i .cache/demo/inventory/hosts.yml -
 }
 t_roll=$(($(date +%s) - t_roll))
 sleep 3
-touch "$WORK/load.stop"
-wait "$load" || fail "the load client failed"
+stop_load
 pids_after="$(engine_pids)"
 python3 - "$WORK/load.json" "$pids_before" "$pids_after" "$t_roll" <<'PY' || fail "the rolling restart lost requests or restarted nothing: $(cat "$WORK/load.json")"
 import json, sys
@@ -485,11 +530,11 @@ if [ "${#key}" -lt 32 ] || [ "${#token}" -lt 32 ]; then fail "the API key or the
 grep -qE -- "bin/vllm serve|VLLM::" "$WORK/ps.log" || fail "the process samples never show the engine"
 grep -q -- "bench serve" "$WORK/ps.log" || fail "the process samples never show the benchmark client"
 grep -q "Bench | Put the API key in a private file" "$WORK/bench.log" || fail "the bench log lacks the task that handles the key"
-for log in ps first bench second replicas rolling ps-replicas shrink grow pd ps-pd pd-second monitoring; do
+for log in ps first bench second rolling-dp replicas rolling ps-replicas shrink grow pd ps-pd pd-second monitoring; do
   ! grep -qF -- "$key" "$WORK/$log.log" || fail "the API key appears in $log.log"
   ! grep -qF -- "$token" "$WORK/$log.log" || fail "the Ray token appears in $log.log"
 done
-echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench, the second deploy, the replicas deploy, the rolling restart, the shrunk and grown replicas, both pd deploys and the monitoring step"
+echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench, the second deploy, the dp group restart, the replicas deploy, the rolling restart, the shrunk and grown replicas, both pd deploys and the monitoring step"
 
 ./deploy.sh demo-down
 [ -z "$(docker ps -aq --filter label=org.aihost.llm_cluster.demo=1)" ] || fail "demo containers left behind"
