@@ -18,6 +18,8 @@ import re
 import socket
 import ssl
 import subprocess
+import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -332,6 +334,61 @@ def test_the_next_run_restores_the_engine(nodes, url, key):
     assert result.returncode == 0, result.stdout[-3000:]
     assert changed["master1"] > 0
     status, body = request(url, "/v1/completions", {"model": MODEL, "prompt": "again", "max_tokens": 4,
+                                                    "temperature": 0, "ignore_eos": True}, key)
+    assert status == 200 and body["usage"]["completion_tokens"] == 4
+
+
+def ray_pids(nodes):
+    return {name: int(node.check_output("systemctl show --property=MainPID --value %s" % (
+        "llm-cluster-ray-head.service" if name == "master1" else "llm-cluster-ray-worker.service")))
+            for name, node in nodes.items()}
+
+
+def test_rolling_restart_restarts_the_ray_engine_and_reports_the_outage(nodes, url, key):
+    # The ray topology's engine is one, on the head, its tensor-parallel workers Ray actors on the workers: no
+    # order keeps it serving. ./deploy.sh rolling-restart restarts it as a group (the serve step with
+    # serve_restart) and reports the window the endpoint did not serve; Ray itself keeps running. Under a steady
+    # load from the controller (a completion, then 2 s of rest), every failed request lies inside that window.
+    engine, ray = engine_pid(nodes["master1"]), ray_pids(nodes)
+    stop, load = threading.Event(), {"ok": 0, "failures": []}
+
+    def client():
+        while not stop.is_set():
+            sent = time.time()
+            try:
+                status, body = request(url, "/v1/completions", {"model": MODEL, "prompt": "load", "max_tokens": 4,
+                                                                "temperature": 0, "ignore_eos": True}, key)
+                ok = status == 200 and body["usage"]["completion_tokens"] == 4
+            except (OSError, ValueError, KeyError, TypeError, http.client.HTTPException):
+                ok = False
+            if ok:
+                load["ok"] += 1
+            else:
+                load["failures"].append((sent, time.time()))
+            stop.wait(2)
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    try:
+        time.sleep(3)
+        result, changed = playbook("rolling_restart")
+        time.sleep(3)
+    finally:
+        stop.set()
+        thread.join()
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert changed["master1"] > 0
+    with open(os.path.join(ARTIFACTS, "rolling-restart.json"), encoding="utf-8") as handle:
+        report = json.load(handle)
+    assert (report["topology"], report["runtime"], report["engines"]) == ("ray", "host", ["master1"]), report
+    assert report["outage_seconds"] > 0, report
+    assert "the endpoint did not serve for at most %s s" % report["outage_seconds"] in " ".join(result.stdout.split())
+    outside = [f for f in load["failures"] if f[1] < report["restart_began"] - 1 or f[0] > report["serving_at"] + 1]
+    assert not outside, (outside, report)
+    assert load["ok"] >= 2, load
+    assert engine_pid(nodes["master1"]) != engine
+    assert ray_pids(nodes) == ray
+    status, body = request(url, "/v1/completions", {"model": MODEL, "prompt": "after", "max_tokens": 4,
                                                     "temperature": 0, "ignore_eos": True}, key)
     assert status == 200 and body["usage"]["completion_tokens"] == 4
 
