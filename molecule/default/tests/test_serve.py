@@ -339,8 +339,9 @@ def test_the_next_run_restores_the_engine(nodes, url, key):
 
 
 def ray_pids(nodes):
-    return {name: int(node.check_output("systemctl show --property=MainPID --value %s" % (
-        "llm-cluster-ray-head.service" if name == "master1" else "llm-cluster-ray-worker.service")))
+    units = {name: "llm-cluster-ray-head.service" if name == "master1" else "llm-cluster-ray-worker.service"
+             for name in nodes}
+    return {name: int(node.check_output("systemctl show --property=MainPID --value %s" % units[name]))
             for name, node in nodes.items()}
 
 
