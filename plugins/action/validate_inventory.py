@@ -126,6 +126,9 @@ class ActionModule(ActionBase):
         monitoring=dict(type="dict", default={}),
         watchdog=dict(type="dict", default={}),
         fetch=dict(type="dict", default={}),
+        # llm_cluster_serving_groups and serve_topology: each group's members are read from the inventory here.
+        serving_groups=dict(type="raw", default=None),
+        topology=dict(type="raw", default="auto"),
         cluster_ports=dict(type="bool", default=True),
         strict=dict(type="raw", default=False),
     )
@@ -238,6 +241,9 @@ class ActionModule(ActionBase):
         if isinstance(spec["monitoring"].get("group"), str):
             spec["monitoring"]["hosts"] = list(groups.get(spec["monitoring"]["group"]) or [])
         spec["play_hosts"] = list(task_vars.get("ansible_play_hosts_all") or [])
+        named = args["serving_groups"] if isinstance(args["serving_groups"], list) else []
+        spec["serving_hosts"] = {name: list(groups.get(name) or []) for name in named
+                                 if isinstance(name, str) and name in groups}
         spec["interfaces"] = {}
         spec["addresses"] = {}
         spec["comm_env"] = {}

@@ -120,6 +120,16 @@ options:
         must be a whole number in its range (0 to 20 tries, 0 to 600 seconds).
     type: dict
     default: {}
+  serving_groups:
+    description:
+      - C(llm_cluster_serving_groups), the inventory groups the nodes serve in (a list of group names); each must
+        exist, hold cluster nodes only, and every node must be in exactly one. Empty or null for none.
+    type: raw
+  topology:
+    description:
+      - C(serve_topology); serving groups need V(replicas).
+    type: raw
+    default: auto
   cluster_ports:
     description:
       - Also check the ports and port ranges of the roles' defaults (Ray's fixed ports and worker range, the rsync

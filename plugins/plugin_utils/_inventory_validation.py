@@ -821,6 +821,59 @@ def _check_fetch(spec, errors):
 LOCALITY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}", re.ASCII)
 
 
+def _check_serving_groups(spec, members, errors):
+    """llm_cluster_serving_groups: inventory group names, each with members only, every member in exactly one, with
+    serve_topology replicas. The nodes' accelerators are checked once they are known (preflight, serve step)."""
+    value = spec.get("serving_groups")
+    if value in (None, "", []):
+        return
+    if not isinstance(value, list):
+        errors.append("llm_cluster_serving_groups = %s: must be a list of inventory group names, one per kind of "
+                      "node (e.g. [ascend, cpu]); leave it empty to serve the cluster as one group" % _brief(value))
+        return
+    names = []
+    for name in value:
+        if not isinstance(name, str) or not _GROUP_NAME_RE.fullmatch(name):
+            errors.append("llm_cluster_serving_groups has %s: each entry is the name of an inventory group (letters, "
+                          "digits and _, not starting with a digit)" % _brief(name))
+        elif name in names:
+            errors.append("llm_cluster_serving_groups lists %s twice: list each group once" % name)
+        else:
+            names.append(name)
+    topology = spec.get("topology")
+    if topology not in (None, "", "replicas"):
+        errors.append("llm_cluster_serving_groups (%s) needs serve_topology replicas, not %s: each group's nodes serve "
+                      "their own engines behind the router; leave llm_cluster_serving_groups empty for %s"
+                      % (", ".join(names), _brief(topology), _brief(topology)))
+    hosts = _dict(spec, "serving_hosts")
+    found = [name for name in names if name in hosts]
+    for name in names:
+        if name not in hosts:
+            errors.append("llm_cluster_serving_groups names group %s, which the inventory does not have: add it "
+                          "with its nodes (all: children: %s: hosts: ...), or take it out of the list" % (name, name))
+        elif not _names(hosts[name]):
+            errors.append("serving group %s has no hosts: put nodes of '%s' or '%s' in it, or take it out of "
+                          "llm_cluster_serving_groups" % (name, spec.get("head_group", "masters"),
+                                                          spec.get("worker_group", "workers")))
+        else:
+            outside = [h for h in _names(hosts[name]) if h not in members]
+            if outside and members is not _UNKNOWN_MEMBERS:
+                errors.append("%s: in serving group %s but in neither '%s' nor '%s': a serving group holds cluster "
+                              "nodes only; add the node to '%s' or take it out of %s"
+                              % (", ".join(outside), name, spec.get("head_group", "masters"),
+                                 spec.get("worker_group", "workers"), spec.get("worker_group", "workers"), name))
+    if len(found) != len(names):
+        return
+    for host in members:
+        mine = [name for name in names if host in _names(hosts[name])]
+        if not mine:
+            errors.append("%s: in none of the serving groups (%s): every node serves in one; add it to the group of "
+                          "its accelerator" % (host, ", ".join(names)))
+        elif len(mine) > 1:
+            errors.append("%s: in serving groups %s: a node serves in one group; take it out of all but one"
+                          % (host, " and ".join(mine)))
+
+
 def _check_localities(spec, members, errors):
     """Each node's model_distribution_locality, where set: a short label (it names the node's rack or switch)."""
     given = _dict(spec, "localities")
@@ -1166,6 +1219,7 @@ def _checks(spec, members, errors, warnings):
         ("llm_cluster_offline and what it needs", lambda: _check_offline(spec, members, errors)),
         ("serve_watchdog_*", lambda: _check_watchdog(spec, errors)),
         ("model_distribution_locality", lambda: _check_localities(spec, members, errors)),
+        ("llm_cluster_serving_groups", lambda: _check_serving_groups(spec, members, errors)),
         ("llm_cluster_fetch_retries, llm_cluster_fetch_delay", lambda: _check_fetch(spec, errors)),
         (", ".join(TUNING_VARS), lambda: _check_tuning(spec, members, errors)),
         ("passwords", lambda: _check_secrets(spec, warnings)),
@@ -1188,6 +1242,7 @@ def verdict(spec):
     watchdog {serve_watchdog, serve_watchdog_interval, _timeout, _failures, _start_grace, _max_restarts, _window},
     fetch {llm_cluster_fetch_retries, llm_cluster_fetch_delay}, tuning {host: {prepare_tuning_* set for it}},
     offline {host: {OFFLINE_VARS set for it}}, localities {host: model_distribution_locality},
+    serving_groups (llm_cluster_serving_groups), topology (serve_topology), serving_hosts {group: [hosts]},
     cleartext_secrets {host: [vars]}, host_key_checking_off {var: {option: [hosts]}},
     variables {scope: [names]}, known_variables [names].
     Never raises: a check that fails on a value reports it as an error.

@@ -51,14 +51,41 @@ def _expected(nodes, settings):
     return head, kind, count
 
 
-def _check_accelerators(host, node, kind, count, settings):
+def _group_expected(nodes, settings):
+    """With serving groups (llm_cluster_serving_groups): {host: (kind, count, where, explicit)}, each node held to
+    its group's first node (that node's prepare_accelerator_type and prepare_device_count, else what it has)."""
+    expected = {}
+    by_host = dict((n["host"], n) for n in nodes)
+    for item in settings.get("serving_groups") or []:
+        name, hosts = item[0], list(item[1] or [])
+        probed = [by_host[h] for h in hosts if h in by_host]
+        if not probed:
+            continue
+        first = probed[0]
+        own = first.get("expect") or {}
+        accel = _accel(first)
+        kind = own.get("accelerator_type") or "auto"
+        explicit = kind != "auto"
+        if not explicit:  # what the first node has
+            kind = accel.get("type", "none")
+        count = int(own.get("device_count") or 0)
+        if not count and kind != "none":
+            count = accel.get("count", 0) if accel.get("type") == kind else 0
+        where = ("prepare_accelerator_type of %s, the first node of serving group %s" if explicit else
+                 "as on %s, the first node of serving group %s") % (first["host"], name)
+        for node in probed:
+            expected.setdefault(node["host"], (kind, count, where))
+    return expected
+
+
+def _check_accelerators(host, node, kind, count, settings, where=None):
     accel = _accel(node)
     found = accel.get("type", "none")
     word = DEVICE_WORD.get(kind, "device")
     if found != kind:
         host.check("accelerator_type", False,
-                   "expected %s accelerators (%s) but found %s" % (kind, "prepare_accelerator_type" if settings.get(
-                       "accelerator_type", "auto") != "auto" else "as on the head", found),
+                   "expected %s accelerators (%s) but found %s" % (kind, where or ("prepare_accelerator_type" if settings.get(
+                       "accelerator_type", "auto") != "auto" else "as on the head"), found),
                    "install the %s driver and tool, or set prepare_accelerator_type" % TOOL.get(kind, "vendor")
                    if kind != "none" else "set prepare_accelerator_type: %s if this node should serve on it" % found)
         return
@@ -288,9 +315,14 @@ def evaluate(nodes, settings):
     worst = _clock_offsets(nodes)
     expected = {"accelerator_type": kind, "device_count": count, "model_size_bytes": model_size}
     report = {"ok": True, "failures": [], "hosts": {}, "expected": expected}
+    grouped = _group_expected(nodes, settings)
     for node in nodes:
         host = _Host(node["host"])
-        _check_accelerators(host, node, kind, count, settings)
+        if node["host"] in grouped:
+            node_kind, node_count, where = grouped[node["host"]]
+            _check_accelerators(host, node, node_kind, node_count, settings, where)
+        else:
+            _check_accelerators(host, node, kind, count, settings)
         _check_resources(host, node, model_size, settings)
         _check_interface(host, node, settings)
         _check_comm_interfaces(host, node)

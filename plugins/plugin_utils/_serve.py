@@ -287,6 +287,76 @@ def kv_budget_problems(host, need_memory, disk_path, disk_bytes, reading, headro
     return problems
 
 
+def _group_entries(groups):
+    """The serving groups as (name, [hosts]) pairs in the given order; [] for none."""
+    if isinstance(groups, dict):
+        groups = list(groups.items())
+    entries = []
+    for item in groups or []:
+        name, hosts = (item["name"], item.get("hosts")) if isinstance(item, dict) else item
+        entries.append((str(name), [str(h) for h in hosts or []]))
+    return entries
+
+
+def serving_groups(nodes, groups, topology):
+    """Each node's serving group: ``({host: group name}, [(name, [nodes])], errors)``.
+
+    ``groups``: llm_cluster_serving_groups resolved to the hosts of each inventory group, in order. With none, the
+    whole cluster is one group named ``cluster``. A group is one kind and count of accelerator (its first node's)
+    with one backend; every node is in exactly one group; several groups serve as replicas behind the router."""
+    entries = _group_entries(groups)
+    if not entries:
+        return {n["host"]: "cluster" for n in nodes}, [("cluster", list(nodes))], []
+    errors = []
+    names = [name for name, _ in entries]
+    if topology != "replicas":
+        errors.append("llm_cluster_serving_groups (%s) needs serve_topology replicas: each group's nodes serve "
+                      "their own engines behind the router; single, ray, dp and pd serve the cluster as one group "
+                      "(leave llm_cluster_serving_groups empty)" % ", ".join(names))
+    member_names = [n["host"] for n in nodes]
+    by_name = dict((n["host"], n) for n in nodes)
+    group_of = {}
+    for name, hosts in entries:
+        outside = [h for h in hosts if h not in by_name]
+        if outside:
+            errors.append("%s: in serving group %s but not a member (neither the head's nor the workers' group): add "
+                          "the node to workers, or take it out of %s" % (", ".join(outside), name, name))
+        if not [h for h in hosts if h in by_name]:
+            errors.append("serving group %s has no member node: put nodes of masters or workers in it, or take it out "
+                          "of llm_cluster_serving_groups" % name)
+    for host in member_names:
+        mine = [name for name, hosts in entries if host in hosts]
+        if not mine:
+            errors.append("%s: in none of the serving groups (%s): every node serves in one; add it to the group of "
+                          "its accelerator" % (host, ", ".join(names)))
+        elif len(mine) > 1:
+            errors.append("%s: in serving groups %s: a node serves in one group; take it out of all but one"
+                          % (host, " and ".join(mine)))
+        else:
+            group_of[host] = mine[0]
+    members = []
+    for name, hosts in entries:
+        # In the members' order (the head's group first), so that the router lists the replicas as the inventory does.
+        group_nodes = [n for n in nodes if group_of.get(n["host"]) == name]
+        members.append((name, group_nodes))
+        if not group_nodes:
+            continue
+        first = group_nodes[0]
+        odd = [n for n in group_nodes[1:] if (_kind(n), _devices(n)) != (_kind(first), _devices(first))]
+        if odd:
+            errors.append("%s: serving group %s is one kind and count of accelerator (its first node %s has %s x%d; %s): "
+                          "move the node to a group of its own kind, or give it the same devices"
+                          % (", ".join(n["host"] for n in odd), name, first["host"], _kind(first), _devices(first),
+                             ", ".join("%s %s x%d" % (n["host"], _kind(n), _devices(n)) for n in odd)))
+        # A node outside the play (--limit) resolved nothing; the others are compared.
+        backends = sorted(set(n["backend"] for n in group_nodes if n.get("backend")))
+        if len(backends) > 1:
+            errors.append("%s: serving group %s runs one backend, and its nodes resolve to %s: set serve_backend for "
+                          "the group (group_vars), not per node"
+                          % (", ".join(n["host"] for n in group_nodes), name, " and ".join(backends)))
+    return group_of, members, errors
+
+
 def plan(nodes, settings):
     """Resolve the topology and render each node's argv.
 
@@ -317,8 +387,12 @@ def plan(nodes, settings):
     dp_local = _int(settings, "data_parallel_size_local")
     per_node = [_devices(node) for node in nodes]
     pd_entries = {}
-    # A serving group is one kind of node: one backend and one build of the engine serve all of it.
-    odd = [n for n in nodes if _kind(n) != _kind(head)] if topology != "single" else []
+    group_of, group_members, group_errors = serving_groups(nodes, settings.get("groups"), topology)
+    grouped = bool(_group_entries(settings.get("groups")))
+    errors += group_errors
+    # A serving group is one kind of node: one backend and one build of the engine serve all of it. Declared
+    # groups are checked one by one above.
+    odd = [n for n in nodes if _kind(n) != _kind(head)] if topology != "single" and not grouped else []
     if odd:
         errors.append("%s: serve_topology %s needs one kind of accelerator on every node of the group (the head "
                       "%s has %s; %s): take the node out of the group"
@@ -356,10 +430,11 @@ def plan(nodes, settings):
         engine_nodes = list(nodes)
         tp = tp or max(per_node[0], 1)
         for node, count in zip(nodes, per_node):
-            if count and tp * pp > count:
+            node_tp = _node_tp(node, count, tp, grouped)
+            if count and node_tp * pp > count:
                 errors.append("%s: serve_tensor_parallel_size %d x serve_pipeline_parallel_size %d needs %d devices, "
                               "the node has %d; every replica is one node's engine: lower them, or take the node out "
-                              "of the group" % (node["host"], tp, pp, tp * pp, count))
+                              "of the group" % (node["host"], node_tp, pp, node_tp * pp, count))
         for node in nodes:
             if not node.get("address"):
                 errors.append("%s: no cluster address (LLM_CLUSTER_NODE_ADDRESS): the router reaches each replica "
@@ -408,33 +483,42 @@ def plan(nodes, settings):
     if errors:
         return result
 
-    tier_args, tier_gib, tier_errors = kv_tiers(settings, backend, settings.get("extra_args"))
-    if tier_errors:
-        result["errors"] += tier_errors
+    # Each node's backend: the cluster's, or with serving groups its group's.
+    backends = {n["host"]: (n.get("backend") or backend) if grouped else backend for n in nodes}
+    tiers = {}
+    for name in sorted(set(backends.values())):
+        tiers[name] = kv_tiers(settings, name, settings.get("extra_args"))
+        result["errors"] += [e for e in tiers[name][2] if e not in result["errors"]]
+    if result["errors"]:
         return result
+    tier_gib = tiers[backends[head["host"]]][1]
 
-    prefix = list(settings.get("executable") or ["vllm", "serve"])
-    common_tail = _flag_args(settings.get("flags") or {}) + tier_args
+    flag_args = _flag_args(settings.get("flags") or {})
+    tail = []
     if settings.get("enforce_eager"):
-        common_tail.append("--enforce-eager")
+        tail.append("--enforce-eager")
     if settings.get("trust_remote_code"):
-        common_tail.append("--trust-remote-code")
-    common_tail += [str(a) for a in settings.get("extra_args") or []]
+        tail.append("--trust-remote-code")
+    tail += [str(a) for a in settings.get("extra_args") or []]
     model = settings["model_path"]
     served = ["--served-model-name", settings["model_name"],
               "--host", str(settings.get("host") or "0.0.0.0"), "--port", str(_int(settings, "port", 8000))]
 
     start = 0
     for index, node in enumerate(nodes):
+        node_backend = backends[node["host"]]
+        prefix = list((node.get("executable") if grouped else None) or settings.get("executable") or ["vllm", "serve"])
+        common_tail = flag_args + tiers[node_backend][0] + tail
         # The CPU tier's host memory on this node: its engine's (single), each of its ranks' (dp), its Ray
         # workers' shares (ray).
         tier = 0 if node not in engine_nodes and topology != "ray" else kv_tier_bytes(
             tier_gib, topology, tp, pp, dp_local or (per_node[index] // tp if per_node[index] else 1), per_node[index])
         if node not in engine_nodes:
-            result["nodes"][node["host"]] = {"role": "ray-worker", "argv": [], "kv_tier_bytes": tier}
+            result["nodes"][node["host"]] = {"role": "ray-worker", "argv": [], "kv_tier_bytes": tier,
+                                             "backend": node_backend, "group": group_of.get(node["host"])}
             continue
         argv = prefix + [model] + served
-        entry = {"role": "api"}
+        entry = {"role": "api", "backend": node_backend, "group": group_of.get(node["host"])}
         if topology == "ray":
             argv += ["--distributed-executor-backend", "ray", "--tensor-parallel-size", str(tp),
                      "--pipeline-parallel-size", str(pp)]
@@ -446,7 +530,8 @@ def plan(nodes, settings):
             # Its own cluster address and the replica port: only the members (the router on the head) reach it.
             argv = prefix + [model] + served[:2] + ["--host", node["address"],
                                                     "--port", str(_int(settings, "replica_port", 8001)),
-                                                    "--tensor-parallel-size", str(tp)]
+                                                    "--tensor-parallel-size",
+                                                    str(_node_tp(node, per_node[index], tp, grouped))]
             if pp > 1:
                 argv += ["--pipeline-parallel-size", str(pp)]
             entry["role"] = "replica"
@@ -482,6 +567,12 @@ def plan(nodes, settings):
             # What only the node that serves HTTP takes (the TLS certificate and key).
             entry["argv"] += [str(a) for a in settings.get("api_args") or []]
         result["nodes"][node["host"]] = entry
+    result["groups"] = [{"name": name, "hosts": [n["host"] for n in members],
+                         "accelerator": _kind(members[0]), "devices": _devices(members[0]),
+                         "backend": backends[members[0]["host"]],
+                         "tensor_parallel_size": _node_tp(members[0], _devices(members[0]), tp, grouped)
+                         if topology in ("replicas", "pd") else tp}
+                        for name, members in group_members if members]
     if topology in ("replicas", "pd"):
         # Its metrics on the head's cluster address: the firewall lets members reach it, and the monitoring host
         # is a member. Its API stays on the head's loopback, behind the key-checking front.
@@ -495,6 +586,18 @@ def plan(nodes, settings):
                 for role in _serve_pd.ROLES}
         result["router"].update(urls, args=_serve_pd.router_args(urls["prefill"], urls["decode"]))
     return result
+
+
+def _node_tp(node, devices, tp, grouped):
+    """A replica's tensor parallel size: the cluster's; with serving groups the node's own setting (its group's
+    variables), else its devices."""
+    if not grouped:
+        return tp
+    try:
+        own = int(node.get("tp") or 0)
+    except (TypeError, ValueError):
+        own = 0
+    return own or max(devices, 1)
 
 
 def _url_host(address):
@@ -754,6 +857,7 @@ def status(nodes, plan_result, settings):
                       "started": props.get("ExecMainStartTimestamp") or None}
         doc_nodes.append({"host": node["host"], "address": node.get("address"),
                           "accelerator": node.get("accelerator"), "devices": node.get("count", 0),
+                          "group": entry.get("group"), "backend": entry.get("backend"),
                           "role": entry.get("role", "none"), "engine": engine,
                           "argv": entry.get("argv") or [],
                           "watchdog": watchdog_status(node.get("watchdog")),
@@ -768,7 +872,23 @@ def status(nodes, plan_result, settings):
     if plan_result.get("router"):
         # The replicas topology: the router on the head and the URL of every replica (monitoring scrapes each).
         doc["router"] = dict(plan_result["router"])
+    doc["groups"] = []
+    for group in plan_result.get("groups") or []:
+        # Per serving group: what it is, and how many of its engines run.
+        members = [n for n in doc_nodes if n["host"] in group["hosts"]]
+        engines = [n for n in members if n["engine"] is not None]
+        doc["groups"].append(dict(group, engines=len(engines),
+                                  engines_active=sum(1 for n in engines if n["engine"]["state"] == "active")))
     return doc
+
+
+def _group_lines(groups):
+    """One line per serving group when there are several."""
+    if len(groups or []) < 2:
+        return []
+    return ["group %s: %s x%s, %s, TP %s: %s of %s engine(s) active (%s)" % (
+        group["name"], group["accelerator"], group["devices"], group["backend"], group["tensor_parallel_size"],
+        group.get("engines_active", "-"), group.get("engines", "-"), ", ".join(group["hosts"])) for group in groups]
 
 
 def _watchdog_line(watchdog):
@@ -808,6 +928,7 @@ def status_table(doc):
             "%s %s" % (rank.get("rank"), "ok" if rank.get("status") == 200 and rank.get("completion_tokens") else
                        "failed (HTTP %s)" % rank.get("status") if rank.get("status") else "no answer")
             for rank in endpoint["ranks"]))
+    lines += _group_lines(doc.get("groups"))
     lines.append(_watchdog_line(doc.get("watchdog")))
     # The head (first) is the line above; every other node with a watchdog of its own.
     for node in doc.get("nodes", [])[1:]:
@@ -854,6 +975,7 @@ def cluster_status(ray, serve, accelerators, generated=None):
                     "in_cluster": rnode.get("in_cluster"), "resources": rnode.get("resources")} if rnode else None,
             "engine": snode.get("engine"),
             "engine_role": snode.get("role"),
+            "group": snode.get("group"),
             "binding": snode.get("binding"),
         })
     endpoint = serve.get("endpoint") or {}
@@ -863,7 +985,8 @@ def cluster_status(ray, serve, accelerators, generated=None):
             "ray": {"address": ray.get("address"), "alive": ray.get("alive"), "expected_nodes": ray.get("expected_nodes"),
                     "complete": ray.get("complete"), "resources": ray.get("resources")},
             "serve": {key: serve.get(key) for key in ("backend", "topology", "runtime", "tensor_parallel_size",
-                                                      "pipeline_parallel_size", "data_parallel_size", "router")},
+                                                      "pipeline_parallel_size", "data_parallel_size", "router",
+                                                      "groups")},
             "endpoint": endpoint, "watchdog": serve.get("watchdog")}
 
 
@@ -889,6 +1012,7 @@ def cluster_status_table(doc):
         endpoint.get("url"), "ready" if endpoint.get("ready") else "NOT READY",
         ",".join(endpoint.get("models") or []) or "-", completion.get("completion_tokens", "-"),
         completion.get("seconds", "-"), endpoint.get("auth_enforced")))
+    lines += _group_lines((doc.get("serve") or {}).get("groups"))
     if "watchdog" in doc:
         lines.append(_watchdog_line(doc.get("watchdog")))
     # The head (first) is the line above; every other node with a watchdog of its own.

@@ -174,6 +174,36 @@ def test_accelerator_type_mismatch(nodes):
     assert msg.startswith("worker1: expected npu accelerators (as on the head) but found none")
 
 
+def _cpu(node):
+    node["accelerators"] = {"type": "none", "count": 0, "devices": [], "errors": []}
+    return node
+
+
+def test_serving_groups_hold_each_node_to_its_group_s_first_node(nodes):
+    # master1 NPU x8 in group ascend; worker1 and worker2 CPU in group cpu: no failure, where without the groups
+    # both CPU nodes fail against the head.
+    _cpu(nodes[1])
+    _cpu(nodes[2])
+    assert len(failures(nodes)) == 2
+    groups = [["ascend", ["master1"]], ["cpu", ["worker1", "worker2"]]]
+    assert failures(nodes, serving_groups=groups) == []
+    # A CPU node in the NPU group is named against that group's first node.
+    groups = [["ascend", ["master1", "worker1"]], ["cpu", ["worker2"]]]
+    [msg] = failures(nodes, serving_groups=groups)
+    assert msg.startswith("worker1: expected npu accelerators (as on master1, the first node of serving group ascend) "
+                          "but found none")
+    # A group's own prepare_device_count (its first node's group_vars) counts for the group.
+    nodes[0]["expect"] = {"accelerator_type": "auto", "device_count": 16}
+    [msg] = failures(nodes, serving_groups=[["ascend", ["master1"]], ["cpu", ["worker1", "worker2"]]])
+    assert msg.startswith("master1: 8 NPUs found (0,1,2,3,4,5,6,7), expected 16")
+    nodes[1]["expect"] = {"accelerator_type": "gpu", "device_count": 0}
+    nodes[0]["expect"] = {}
+    msg, other = failures(nodes, serving_groups=[["ascend", ["master1"]], ["gpu", ["worker1", "worker2"]]])
+    assert other.startswith("worker2: expected gpu")
+    assert msg.startswith("worker1: expected gpu accelerators (prepare_accelerator_type of worker1, the first node of "
+                          "serving group gpu) but found none")
+
+
 def test_four_faults_reported_together(nodes):
     nodes[1]["accelerators"]["devices"][3]["health"] = "Alarm"
     nodes[2]["accelerators"]["driver_version"] = "23.0.7"

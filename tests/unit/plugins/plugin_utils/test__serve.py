@@ -138,7 +138,10 @@ def test_ray_topology_defaults_to_a_node_per_pipeline_stage():
     parsed = flags(plan["nodes"]["master1"]["argv"])[1]
     assert parsed["--distributed-executor-backend"] == "ray"
     assert (parsed["--tensor-parallel-size"], parsed["--pipeline-parallel-size"]) == ("8", "2")
-    assert plan["nodes"]["worker1"] == {"role": "ray-worker", "argv": [], "kv_tier_bytes": 0}
+    assert plan["nodes"]["worker1"] == {"role": "ray-worker", "argv": [], "kv_tier_bytes": 0, "backend": "vllm_ascend",
+                                        "group": "cluster"}
+    assert plan["groups"] == [{"name": "cluster", "hosts": ["master1", "worker1"], "accelerator": "npu", "devices": 8,
+                               "backend": "vllm_ascend", "tensor_parallel_size": 8}]
 
 
 @pytest.mark.parametrize("topology", ["ray", "dp", "replicas"])
