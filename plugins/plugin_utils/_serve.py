@@ -308,7 +308,7 @@ def serving_groups(nodes, groups, topology):
     if not entries:
         return {n["host"]: "cluster" for n in nodes}, [("cluster", list(nodes))], []
     errors = []
-    names = [name for name, _ in entries]
+    names = [entry[0] for entry in entries]
     if topology != "replicas":
         errors.append("llm_cluster_serving_groups (%s) needs serve_topology replicas: each group's nodes serve "
                       "their own engines behind the router; single, ray, dp and pd serve the cluster as one group "
