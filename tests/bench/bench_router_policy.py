@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) 2026 aihost.llm_cluster contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """How vLLM's router shares requests between a fast and a slow replica, per policy.
@@ -105,29 +104,29 @@ def run_policy(args, policy, engines):
     port = free_port()
     router = subprocess.Popen([args.router, "--host", "127.0.0.1", "--port", str(port), "--policy", policy,
                                "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()),
-                               "--worker-urls"] + ["http://127.0.0.1:%d" % p for p, _ in engines],
+                               "--worker-urls"] + ["http://127.0.0.1:%d" % engine["port"] for engine in engines],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_ready(port)
-        before = [dict(counts) for _, counts in engines]
+        before = [dict(engine["counts"]) for engine in engines]
         began = time.monotonic()
         with ThreadPoolExecutor(args.clients) as pool:
             results = list(pool.map(lambda i: completion(port, i), range(args.requests)))
         wall = time.monotonic() - began
-        served = [counts["completions"] - b["completions"] for (_, counts), b in zip(engines, before)]
-        others = sorted(set(k for (_, counts), b in zip(engines, before) for k in counts
-                            if k != "completions" and counts[k] != b.get(k, 0)))
+        served = [engine["counts"]["completions"] - b["completions"] for engine, b in zip(engines, before)]
+        others = sorted(set(k for engine, b in zip(engines, before) for k in engine["counts"]
+                            if k != "completions" and engine["counts"][k] != b.get(k, 0)))
     finally:
         router.terminate()
         router.wait(timeout=30)
-    latencies = sorted(seconds for _, seconds in results)
-    return {"policy": policy, "ok": sum(1 for status, _ in results if status == 200), "served": served, "others": others,
+    latencies = sorted(result[1] for result in results)
+    return {"policy": policy, "ok": sum(1 for result in results if result[0] == 200), "served": served, "others": others,
             "slow_share": served[1] / max(sum(served), 1), "wall": wall,
             "mean": sum(latencies) / len(latencies), "p95": latencies[int(0.95 * (len(latencies) - 1))]}
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--router", required=True, help="the vllm-router executable")
     parser.add_argument("--policies", default="round_robin,random,power_of_two,cache_aware")
     parser.add_argument("--fast-ms", type=float, default=50)
@@ -140,8 +139,7 @@ def main():
     engines = []
     for delay in (args.fast_ms / 1000.0, args.slow_ms / 1000.0):
         port = free_port()
-        _server, counts = stand_in(port, delay, args.slots)
-        engines.append((port, counts))
+        engines.append({"port": port, "counts": stand_in(port, delay, args.slots)[1]})
     rows = [run_policy(args, policy, engines) for policy in args.policies.split(",")]
     base = rows[0]
     print("fast replica %g ms, slow %g ms per request, %d at a time each; %d requests from %d clients"
