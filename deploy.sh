@@ -33,11 +33,13 @@ Subcommands:
               through vLLM's router: drained, restarted, proven, re-admitted;
               single, dp and ray restarted as a group in their order, the
               outage measured (artifacts/rolling-restart.json)
-  replace-node OLD NEW
+  replace-node OLD NEW [--retire]
               after NEW took OLD's place in the inventory (or OLD's own name on
               new hardware): checks that, then deploys; NEW gets the model's
-              missing files from the nearest holder and joins; OLD is not touched
-  remove-node OLD
+              missing files from the nearest holder and joins; OLD is not touched,
+              or with --retire (OLD kept as a host outside masters and workers)
+              torn down and its host settings restored once the others let it go
+  remove-node OLD [--retire]
               after OLD left the inventory: checks that, then deploys the others
   monitoring  exporters on every node, Prometheus and Alertmanager on the
               monitoring host (or the head), rules, alerts, dashboards and the
@@ -127,12 +129,18 @@ while [ $# -gt 0 ]; do
       passthrough+=("$1")
       shift
       ;;
-    -C | --check | -D | --diff | -v | -vv | -vvv | -vvvv | -J | --ask-vault-pass | --ask-vault-password)
+    -C | --check | -D | --diff | -v | -vv | -vvv | -vvvv | -J | --ask-vault-pass | --ask-vault-password | --list-hosts | --list-tasks)
       passthrough+=("$1")
       shift
       ;;
     --strict)
       passthrough+=("-e" "llm_cluster_validate_strict=true")
+      shift
+      ;;
+    --retire)
+      [ "$subcommand" = replace-node ] || [ "$subcommand" = remove-node ] ||
+        die "--retire goes with replace-node or remove-node (see ./deploy.sh --help)"
+      passthrough+=("-e" '{"replace_node_retire": true}')
       shift
       ;;
     *)

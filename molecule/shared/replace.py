@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 
@@ -50,6 +51,30 @@ def renew(scenario, name, inventory):
         prepare = os.path.join(SHARED, "prepare.yml")
     result, _changed = playbook(inventory, prepare, "--limit", name)
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+def shrunk_inventory(inventory, leaving, directory):
+    """A copy of Molecule's inventory (its file, group_vars and host_vars) in `directory` where host `leaving` is in
+    no group but all (still a host to connect to, as ./deploy.sh remove-node --retire needs) and node_num counts one
+    node less. Returns the copy's inventory file."""
+    source = os.path.dirname(inventory)
+    target = os.path.join(directory, "inventory")
+    shutil.copytree(source, target)
+    path = os.path.join(target, os.path.basename(inventory))
+    with open(path, encoding="utf-8") as handle:
+        data = yaml.safe_load(handle)
+    for name, group in data.items():
+        if name != "all" and leaving in ((group or {}).get("hosts") or {}):
+            del group["hosts"][leaving]
+    with open(path, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(data, handle, sort_keys=False)
+    all_vars = os.path.join(target, "group_vars", "all")
+    with open(all_vars, encoding="utf-8") as handle:
+        variables = yaml.safe_load(handle)
+    variables["node_num"] = int(variables["node_num"]) - 1
+    with open(all_vars, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(variables, handle, sort_keys=False)
+    return path
 
 
 def replace_node(inventory, old, new, *extra):

@@ -35,7 +35,7 @@ LLM_SOLUTION_KEYS = (
     "llm_port", "dp_port", "ray_device", "model_type", "backend_type",
 )
 # What the playbooks themselves read (playbooks/replace_node.yml: ./deploy.sh replace-node, remove-node).
-PLAYBOOK_KEYS = ("replace_node_old", "replace_node_new")
+PLAYBOOK_KEYS = ("replace_node_old", "replace_node_new", "replace_node_retire", "llm_cluster_play_hosts")
 SECRET_VARS = ("ansible_password", "ansible_become_password", "ansible_ssh_pass", "ansible_become_pass")
 # Port variables that name a port another role opens, not one of their own: the monitoring role reads
 # connections to Ray's GCS port and scrapes Ray's metrics port. Equal to Ray's ports by design, so they are

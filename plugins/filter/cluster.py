@@ -23,12 +23,14 @@ def cluster_hosts(hosts, hostvars, fields, common=None, default=None):
     return _cluster.host_records(hosts, hostvars, dict(fields), dict(common or {}), default)
 
 
-def replace_node_problems(old, new, groups, head_group="masters", worker_group="workers", inventory="the inventory"):
+def replace_node_problems(old, new, groups, head_group="masters", worker_group="workers", inventory="the inventory",
+                          retire=False):
     """What stops replacing (or removing, ``new`` empty) node ``old`` before any host changes: a list of messages
     naming the host and the fix; see plugin_utils/_inventory_validation.py."""
     if not isinstance(groups, Mapping):
         raise AnsibleFilterError("replace_node_problems expects the inventory's groups, got %s" % type(groups).__name__)
-    return _inventory_validation.replace_problems(old, new, dict(groups), head_group, worker_group, inventory)
+    return _inventory_validation.replace_problems(old, new, dict(groups), head_group, worker_group, inventory,
+                                                  retire is True)
 
 
 class FilterModule(object):

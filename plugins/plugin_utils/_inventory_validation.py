@@ -892,13 +892,15 @@ def _check_localities(spec, members, errors):
 _PATTERN_CHARS = ",:&!*?[]~^$()|{}\\"
 
 
-def replace_problems(old, new, groups, head_group="masters", worker_group="workers", inventory="the inventory"):
+def replace_problems(old, new, groups, head_group="masters", worker_group="workers", inventory="the inventory",
+                     retire=False):
     """What stops ``./deploy.sh replace-node OLD NEW`` (``new`` "" for remove-node) before any host changes.
 
     The inventory is already the cluster to have: NEW is a member (in the head or the worker group), and OLD, when
-    it is another machine, is not a member any more. ``groups``: the inventory's groups ({name: [hosts]}, with
-    "all"). Returns a list of messages, each naming the host or variable and the fix; empty when the replacement
-    can go on.
+    it is another machine, is not a member any more. ``retire`` (``--retire``): OLD is cleaned too, so it is
+    another machine than NEW and still a host of the inventory (outside both groups) to connect to. ``groups``: the
+    inventory's groups ({name: [hosts]}, with "all"). Returns a list of messages, each naming the host or variable
+    and the fix; empty when the replacement can go on.
     """
     problems = []
     groups = groups if isinstance(groups, dict) else {}
@@ -939,6 +941,13 @@ def replace_problems(old, new, groups, head_group="masters", worker_group="worke
                             " and put %s in its place" % new if new not in (None, "") else ""))
     if not [host for host in members if host != old or old == new]:
         problems.append("without %s, %s has no node left in %s or %s." % (old, inventory, head_group, worker_group))
+    if retire and old == new:
+        problems.append("--retire cleans the machine that leaves, and %s keeps its name on new hardware: there is "
+                        "nothing to retire; run the replacement without --retire." % old)
+    elif retire and old not in all_hosts:
+        problems.append("--retire cleans %s before it goes, and %s has no host %s to connect to: keep it there outside "
+                        "%s and %s (all: hosts: %s: ansible_host: ...), or run without --retire if the machine is "
+                        "gone." % (old, inventory, old, head_group, worker_group, old))
     return problems
 
 

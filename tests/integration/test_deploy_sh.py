@@ -5,10 +5,12 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
+import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEPLOY = os.path.join(ROOT, "deploy.sh")
@@ -214,6 +216,53 @@ def test_replace_node_refuses_before_any_host_changes(args, message, tmp_path):
     assert message in output
     # The check runs on the controller: no node was contacted.
     assert "PLAY [Validate the inventory]" not in output and "UNREACHABLE" not in output
+
+
+def test_retire_goes_with_replace_and_remove_node_only():
+    result = deploy("deploy", "-i", FIXTURE, "--retire")
+    assert result.returncode == 2
+    assert result.stderr.strip() == "deploy.sh: --retire goes with replace-node or remove-node (see ./deploy.sh --help)"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["replace-node", "worker9", "worker1"], "--retire cleans worker9 before it goes, and "),
+    (["replace-node", "worker1", "worker1"], "--retire cleans the machine that leaves, and worker1 keeps its name"),
+])
+def test_retire_refuses_a_node_it_cannot_reach_or_that_stays(args, message, tmp_path):
+    result = deploy(*(args + ["-i", FIXTURE, "--retire", "--check"]), cwd=str(tmp_path))
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 2, output
+    assert "The replacement cannot start; nothing was changed on any host:" in output and message in output
+    assert "PLAY [Validate the inventory]" not in output and "UNREACHABLE" not in output
+
+
+def test_retire_tears_down_and_restores_the_node_that_left_after_the_others(tmp_path):
+    # worker9 kept as a host outside the groups: after deploy.yml's plays over the members come teardown.yml's and
+    # restore.yml's on worker9 alone (listed, and then run with --tags always on the members: only the checks run,
+    # on the controller; no host is contacted).
+    with open(FIXTURE, encoding="utf-8") as handle:
+        inventory = yaml.safe_load(handle)
+    inventory["all"].setdefault("hosts", {})["worker9"] = {"ansible_host": "192.0.2.19"}
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    result = deploy("replace-node", "worker9", "worker1", "-i", str(path), "--retire", "--list-hosts", cwd=str(tmp_path))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    plays = re.findall(r"play #\d+ \((\S+)\): (.+?)\s+TAGS", output)
+    retired = [("worker9", name) for name in ("Tear down the monitoring", "Tear down the engine",
+                                              "Tear down the Ray cluster", "Remove the cluster's configuration",
+                                              "Restore host settings")]
+    # After every play of deploy.yml, and teardown.yml's validation of the members.
+    assert plays[-6:] == [("masters:workers", "Validate the inventory")] + retired, plays
+    assert ("masters:workers", "Serve the model") in plays[:-6]
+    assert "worker9" not in "".join(hosts for hosts, _ in plays[:-5])
+    result = deploy("replace-node", "worker9", "worker1", "-i", str(path), "--retire", "--tags", "always", "--check",
+                    "--limit", "masters:workers", cwd=str(tmp_path))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    output = " ".join(output.split())
+    assert ("Replacing worker9 by worker1: deploy.yml over master1, worker1; then worker9 is torn down and its host "
+            "settings restored (--retire).") in output
 
 
 def test_replace_node_checks_with_a_limit_too(tmp_path):

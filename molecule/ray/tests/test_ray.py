@@ -504,25 +504,90 @@ def node_state(node):
     return node.check_output("bash -s <<'LLMC_NODE_STATE'\n%s\nLLMC_NODE_STATE" % script).splitlines()
 
 
-def test_teardown_and_restore_return_every_node_to_its_state_before_deploy(nodes):
-    result, changed = playbook("aihost.llm_cluster.teardown")
+def assert_torn_down(node):
+    assert node.run("pgrep -f '[/]opt/llm_cluster/ray/'").rc == 1, node.check_output("ps -ef")
+    for unit_file in ("llm-cluster-ray-head", "llm-cluster-ray-worker", "llm-cluster-firewall"):
+        assert not node.file("/etc/systemd/system/%s.service" % unit_file).exists
+    assert node.run("nft list table inet llm_cluster").rc != 0
+    assert "llm_cluster" not in node.check_output("nft list tables")
+    # The venv stays unless ray_cluster_purge=true.
+    assert node.file(PY).exists
+
+
+def assert_as_before_deploy(name, node, after):
+    """The node's state as prepare recorded it before the first deploy (molecule/shared/node_state.sh), but for
+    the venv and Docker's own DNS table."""
+    before = node.check_output("cat /var/tmp/llmc-node-state-before").splitlines()
+    if name == "ray-worker1":
+        flushed = docker_dns_table(before)
+        assert "nft table ip nat {" in flushed
+        before = [line for line in before if line not in flushed]
+    if name == "ray-worker2":
+        # Restarted as a reboot: Docker made its embedded DNS table again, with new random ports.
+        renewed = docker_dns_table(before) | docker_dns_table(after)
+        assert "nft table ip nat {" in docker_dns_table(after)
+        before = [line for line in before if line not in renewed]
+        after = [line for line in after if line not in renewed]
+    assert any(line.startswith("hccn 7 ip ipaddr:192.168.40.22") for line in before), before[-40:]
+    missing = [line for line in before if line not in after]
+    added = [line for line in after if line not in before]
+    unexpected = [line for line in added if not KEPT.match(line)]
+    assert missing == [] and unexpected == [], "%s: missing\n%s\nadded\n%s" % (
+        name, "\n".join(missing[:60]), "\n".join(unexpected[:60]))
+    assert any(line.startswith("file d ") and line.endswith(" /opt/llm_cluster/ray ") for line in added), added[:5]
+
+
+# The parts of deploy.yml, teardown.yml and restore.yml this scenario has (no model, engine or monitoring).
+RETIRE_TAGS = "prepare,npu_network,binding,tuning,ray"
+
+
+@pytest.fixture(scope="module")
+def shrunk(tmp_path_factory):
+    """Molecule's inventory without ray-worker2 in workers (still a host) and node_num 2."""
+    return replace.shrunk_inventory(INVENTORY, "ray-worker2", str(tmp_path_factory.mktemp("shrunk")))
+
+
+def test_a_node_removed_with_retire_is_left_as_before_deploy_and_the_others_let_it_go(nodes, addresses, shrunk):
+    # ./deploy.sh remove-node ray-worker2 --retire, the inventory keeping ray-worker2 as a host outside the groups:
+    # the two members are deployed as a cluster of two (the firewall no longer admits it, Ray restarts for the new
+    # node count), then teardown.yml's and restore.yml's steps run on ray-worker2 alone (docs/node-replacement.md).
+    result, changed = replace.playbook(shrunk, "aihost.llm_cluster.replace_node", "-e",
+                                       json.dumps({"replace_node_old": "ray-worker2", "replace_node_new": "",
+                                                   "replace_node_retire": True}),
+                                       "--tags", RETIRE_TAGS, "-e", "ray_cluster_port=6479")
     assert result.returncode == 0, result.stdout[-3000:]
-    for name, node in nodes.items():
-        assert node.run("pgrep -f '[/]opt/llm_cluster/ray/'").rc == 1, node.check_output("ps -ef")
-        for unit_file in ("llm-cluster-ray-head", "llm-cluster-ray-worker", "llm-cluster-firewall"):
-            assert not node.file("/etc/systemd/system/%s.service" % unit_file).exists
-        assert node.run("nft list table inet llm_cluster").rc != 0
-        assert "llm_cluster" not in node.check_output("nft list tables")
-        # The venv stays unless ray_cluster_purge=true.
-        assert node.file(PY).exists
+    assert "Removing ray-worker2: deploy.yml over ray-master1, ray-worker1; then ray-worker2 is torn down" \
+        in " ".join(result.stdout.split())
+    assert changed["ray-worker2"] > 0
+    kept = {name: addresses[name] for name in ("ray-master1", "ray-worker1")}
+    assert cluster(nodes, kept, port=6479, want=2) == {"alive": sorted(kept.values()), "npu": 16.0}
+    for name in kept:
+        members = nodes[name].check_output("nft list set inet llm_cluster members")
+        assert addresses["ray-worker2"] not in members, (name, members)
+    assert_torn_down(nodes["ray-worker2"])
+    assert not nodes["ray-worker2"].file("/etc/llm_cluster/env").exists
+    assert_as_before_deploy("ray-worker2", nodes["ray-worker2"], node_state(nodes["ray-worker2"]))
+    # A retired node is no member: the shipped teardown and restore leave it out.
+    listed = subprocess.run(["ansible-playbook", "-i", shrunk, "--list-hosts", "aihost.llm_cluster.teardown"],
+                            capture_output=True, text=True, check=True).stdout
+    assert "ray-worker2" not in listed
+
+
+def test_teardown_and_restore_return_every_node_to_its_state_before_deploy(nodes, shrunk):
+    # The two members left after the retirement above (ray-worker2 is compared again below).
+    members = {name: node for name, node in nodes.items() if name != "ray-worker2"}
+    result, changed = replace.playbook(shrunk, "aihost.llm_cluster.teardown")
+    assert result.returncode == 0, result.stdout[-3000:]
+    for node in members.values():
+        assert_torn_down(node)
         # The originals stay for the restore.
         assert node.file("/var/lib/llm_cluster/npu_network.json").exists
-    again, changed = playbook("aihost.llm_cluster.teardown")
-    assert again.returncode == 0 and changed == {name: 0 for name in NAMES}
+    again, changed = replace.playbook(shrunk, "aihost.llm_cluster.teardown")
+    assert again.returncode == 0 and changed == {name: 0 for name in members}
 
-    restored, changed = playbook("aihost.llm_cluster.restore")
+    restored, changed = replace.playbook(shrunk, "aihost.llm_cluster.restore")
     assert restored.returncode == 0, restored.stdout[-3000:]
-    assert all(changed[name] > 0 for name in NAMES)
+    assert all(changed[name] > 0 for name in members)
     # The nftables reload test started ray-worker1's nftables.service (Debian's own ruleset), as an operator
     # might; deploy did not, and teardown leaves the operator's firewall as it is. Stopped as before that test.
     # Its config's `flush ruleset` also removed the table Docker keeps in the container for its embedded DNS,
@@ -531,24 +596,12 @@ def test_teardown_and_restore_return_every_node_to_its_state_before_deploy(nodes
     with concurrent.futures.ThreadPoolExecutor(len(nodes)) as pool:
         states = dict(zip(nodes, pool.map(node_state, nodes.values())))
     for name, node in nodes.items():
-        before = node.check_output("cat /var/tmp/llmc-node-state-before").splitlines()
-        after = states[name]
-        if name == "ray-worker1":
-            flushed = docker_dns_table(before)
-            assert "nft table ip nat {" in flushed
-            before = [line for line in before if line not in flushed]
-        if name == "ray-worker2":
-            # Restarted as a reboot: Docker made its embedded DNS table again, with new random ports.
-            renewed = docker_dns_table(before) | docker_dns_table(after)
-            assert "nft table ip nat {" in docker_dns_table(after)
-            before = [line for line in before if line not in renewed]
-            after = [line for line in after if line not in renewed]
-        assert any(line.startswith("hccn 7 ip ipaddr:192.168.40.22") for line in before), before[-40:]
-        missing = [line for line in before if line not in after]
-        added = [line for line in after if line not in before]
-        unexpected = [line for line in added if not KEPT.match(line)]
-        assert missing == [] and unexpected == [], "%s: missing\n%s\nadded\n%s" % (
-            name, "\n".join(missing[:60]), "\n".join(unexpected[:60]))
-        assert any(line.startswith("file d ") and line.endswith(" /opt/llm_cluster/ray ") for line in added), added[:5]
-    again, changed = playbook("aihost.llm_cluster.restore")
-    assert again.returncode == 0 and changed == {name: 0 for name in NAMES}
+        assert_as_before_deploy(name, node, states[name])
+    again, changed = replace.playbook(shrunk, "aihost.llm_cluster.restore")
+    assert again.returncode == 0 and changed == {name: 0 for name in members}
+    # The retired node's steps again, on it alone: nothing left to change.
+    for path in ("aihost.llm_cluster.teardown", "aihost.llm_cluster.restore"):
+        again, changed = replace.playbook(shrunk, path, "-e", "llm_cluster_play_hosts=ray-worker2")
+        assert again.returncode == 0, (path, again.stdout[-2000:])
+        # (The members run only the inventory's validation, on the controller.)
+        assert changed.get("ray-worker2") == 0 and not any(changed.values()), (path, changed)

@@ -32,6 +32,24 @@ def test_removing_a_node_that_left_the_inventory_passes():
     assert replace_problems("worker2", "", REPLACED) == []
 
 
+def test_retiring_a_node_kept_as_a_host_outside_the_groups_passes():
+    # REPLACED keeps bastion outside the groups: the node to retire must be such a host.
+    assert replace_problems("bastion", "", REPLACED, retire=True) == []
+    assert replace_problems("bastion", "worker3", REPLACED, retire=True) == []
+
+
+def test_retiring_a_node_the_inventory_lost_or_that_keeps_its_name_is_refused():
+    assert replace_problems("worker2", "worker3", REPLACED, inventory="hosts.yml", retire=True) == [
+        "--retire cleans worker2 before it goes, and hosts.yml has no host worker2 to connect to: keep it there "
+        "outside masters and workers (all: hosts: worker2: ansible_host: ...), or run without --retire if the "
+        "machine is gone."]
+    assert replace_problems("worker1", "worker1", REPLACED, retire=True) == [
+        "--retire cleans the machine that leaves, and worker1 keeps its name on new hardware: there is nothing to "
+        "retire; run the replacement without --retire."]
+    # Only the value true retires (the filter's argument).
+    assert replace_node_problems("worker2", "worker3", REPLACED, retire="yes") == []
+
+
 def test_the_old_node_still_a_member_is_named_with_the_fix():
     problems = replace_problems("worker1", "worker3", REPLACED, inventory="hosts.yml")
     assert problems == ["worker1 is still in workers of hosts.yml: the inventory must already be the cluster to have; "
