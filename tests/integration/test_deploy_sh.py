@@ -255,7 +255,7 @@ def test_retire_tears_down_and_restores_the_node_that_left_after_the_others(tmp_
     # After every play of deploy.yml, and teardown.yml's validation of the members.
     assert plays[-6:] == [("masters:workers", "Validate the inventory")] + retired, plays
     assert ("masters:workers", "Serve the model") in plays[:-6]
-    assert "worker9" not in "".join(hosts for hosts, _ in plays[:-5])
+    assert "worker9" not in "".join(play[0] for play in plays[:-5])
     result = deploy("replace-node", "worker9", "worker1", "-i", str(path), "--retire", "--tags", "always", "--check",
                     "--limit", "masters:workers", cwd=str(tmp_path))
     output = result.stdout + result.stderr
