@@ -138,7 +138,9 @@ def test_hosts_outside_the_cluster_groups_are_never_targeted(tmp_path):
                                 env=env, capture_output=True, text=True, timeout=120, check=False)
         assert listed.returncode == 0, listed.stdout + listed.stderr
         plays = listed.stdout.count("pattern: ['masters:workers']")
-        assert plays >= 1 and plays == listed.stdout.count("play #"), (playbook, listed.stdout)
+        # replace_node.yml's retirement of the node that leaves, not asked for (--retire): plays of no host.
+        idle = listed.stdout.count("pattern: ['all:!all']")
+        assert plays >= 1 and plays + idle == listed.stdout.count("play #"), (playbook, listed.stdout)
         hosts = {line.strip() for line in listed.stdout.splitlines() if line.startswith("      ")}
         assert hosts == {"master1", "worker1"}, (playbook, listed.stdout)
     result = run_playbook(path, "--tags", "always")
