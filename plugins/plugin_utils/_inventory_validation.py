@@ -864,14 +864,25 @@ def _check_serving_groups(spec, members, errors):
                                  spec.get("worker_group", "workers"), spec.get("worker_group", "workers"), name))
     if len(found) != len(names):
         return
+    errors.extend(serving_group_membership(members, [(name, _names(hosts[name])) for name in names])[1])
+
+
+def serving_group_membership(members, entries):
+    """Each member's serving group, ``({host: group}, errors)``: ``entries`` are (group, [hosts]) pairs, and every
+    member must be in exactly one of them (the inventory check and the serve step's plan both ask)."""
+    group_of, errors = {}, []
+    names = [entry[0] for entry in entries]
     for host in members:
-        mine = [name for name in names if host in _names(hosts[name])]
+        mine = [name for name, hosts in entries if host in hosts]
         if not mine:
             errors.append("%s: in none of the serving groups (%s): every node serves in one; add it to the group of "
                           "its accelerator" % (host, ", ".join(names)))
         elif len(mine) > 1:
             errors.append("%s: in serving groups %s: a node serves in one group; take it out of all but one"
                           % (host, " and ".join(mine)))
+        else:
+            group_of[host] = mine[0]
+    return group_of, errors
 
 
 def _check_localities(spec, members, errors):

@@ -31,7 +31,7 @@ import re
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _ray_cluster, _serve_pd
+from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _inventory_validation, _ray_cluster, _serve_pd
 
 try:
     from packaging.requirements import InvalidRequirement, Requirement
@@ -315,7 +315,6 @@ def serving_groups(nodes, groups, topology):
                       "(leave llm_cluster_serving_groups empty)" % ", ".join(names))
     member_names = [n["host"] for n in nodes]
     by_name = dict((n["host"], n) for n in nodes)
-    group_of = {}
     for name, hosts in entries:
         outside = [h for h in hosts if h not in by_name]
         if outside:
@@ -324,16 +323,8 @@ def serving_groups(nodes, groups, topology):
         if not [h for h in hosts if h in by_name]:
             errors.append("serving group %s has no member node: put nodes of masters or workers in it, or take it out "
                           "of llm_cluster_serving_groups" % name)
-    for host in member_names:
-        mine = [name for name, hosts in entries if host in hosts]
-        if not mine:
-            errors.append("%s: in none of the serving groups (%s): every node serves in one; add it to the group of "
-                          "its accelerator" % (host, ", ".join(names)))
-        elif len(mine) > 1:
-            errors.append("%s: in serving groups %s: a node serves in one group; take it out of all but one"
-                          % (host, " and ".join(mine)))
-        else:
-            group_of[host] = mine[0]
+    group_of, membership = _inventory_validation.serving_group_membership(member_names, entries)
+    errors += membership
     members = []
     for name, hosts in entries:
         # In the members' order (the head's group first), so that the router lists the replicas as the inventory does.
