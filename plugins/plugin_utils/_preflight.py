@@ -52,8 +52,9 @@ def _expected(nodes, settings):
 
 
 def _group_expected(nodes, settings):
-    """With serving groups (llm_cluster_serving_groups): {host: (kind, count, where, explicit)}, each node held to
-    its group's first node (that node's prepare_accelerator_type and prepare_device_count, else what it has)."""
+    """With serving groups (llm_cluster_serving_groups): {host: (kind, count, where)}, each node held to its group's
+    first node as the others are to the head (that node's prepare_accelerator_type and prepare_device_count, else
+    what it has)."""
     expected = {}
     by_host = dict((n["host"], n) for n in nodes)
     for item in settings.get("serving_groups") or []:
@@ -63,15 +64,9 @@ def _group_expected(nodes, settings):
             continue
         first = probed[0]
         own = first.get("expect") or {}
-        accel = _accel(first)
-        kind = own.get("accelerator_type") or "auto"
-        explicit = kind != "auto"
-        if not explicit:  # what the first node has
-            kind = accel.get("type", "none")
-        count = int(own.get("device_count") or 0)
-        if not count and kind != "none":
-            count = accel.get("count", 0) if accel.get("type") == kind else 0
-        where = ("prepare_accelerator_type of %s, the first node of serving group %s" if explicit else
+        wanted = own.get("accelerator_type") or "auto"
+        _first, kind, count = _expected([first], {"accelerator_type": wanted, "device_count": own.get("device_count")})
+        where = ("prepare_accelerator_type of %s, the first node of serving group %s" if wanted != "auto" else
                  "as on %s, the first node of serving group %s") % (first["host"], name)
         for node in probed:
             expected.setdefault(node["host"], (kind, count, where))

@@ -288,14 +288,8 @@ def kv_budget_problems(host, need_memory, disk_path, disk_bytes, reading, headro
 
 
 def _group_entries(groups):
-    """The serving groups as (name, [hosts]) pairs in the given order; [] for none."""
-    if isinstance(groups, dict):
-        groups = list(groups.items())
-    entries = []
-    for item in groups or []:
-        name, hosts = (item["name"], item.get("hosts")) if isinstance(item, dict) else item
-        entries.append((str(name), [str(h) for h in hosts or []]))
-    return entries
+    """The serving groups, given as [name, [hosts]] pairs, as (name, [hosts]) tuples in the given order."""
+    return [(str(name), [str(h) for h in hosts or []]) for name, hosts in groups or []]
 
 
 def serving_groups(nodes, groups, topology):
@@ -379,7 +373,7 @@ def plan(nodes, settings):
     per_node = [_devices(node) for node in nodes]
     pd_entries = {}
     group_of, group_members, group_errors = serving_groups(nodes, settings.get("groups"), topology)
-    grouped = bool(_group_entries(settings.get("groups")))
+    grouped = bool(settings.get("groups"))
     errors += group_errors
     # A serving group is one kind of node: one backend and one build of the engine serve all of it. Declared
     # groups are checked one by one above.
@@ -584,11 +578,7 @@ def _node_tp(node, devices, tp, grouped):
     variables), else its devices."""
     if not grouped:
         return tp
-    try:
-        own = int(node.get("tp") or 0)
-    except (TypeError, ValueError):
-        own = 0
-    return own or max(devices, 1)
+    return int(node.get("tp") or 0) or max(devices, 1)
 
 
 def _url_host(address):
