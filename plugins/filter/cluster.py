@@ -23,6 +23,17 @@ def cluster_hosts(hosts, hostvars, fields, common=None, default=None):
     return _cluster.host_records(hosts, hostvars, dict(fields), dict(common or {}), default)
 
 
+def serving_group_hosts(names, groups):
+    """``[[name, hosts], ...]``: each serving group of ``llm_cluster_serving_groups`` with the inventory's hosts of
+    that group, in the given order (the shape the preflight and the serve plan read)."""
+    if not isinstance(groups, Mapping):
+        raise AnsibleFilterError("serving_group_hosts expects the inventory's groups, got %s" % type(groups).__name__)
+    try:
+        return _cluster.group_hosts(names, groups)
+    except TypeError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
 def replace_node_problems(old, new, groups, head_group="masters", worker_group="workers", inventory="the inventory",
                           retire=False):
     """What stops replacing (or removing, ``new`` empty) node ``old`` before any host changes: a list of messages
@@ -35,4 +46,5 @@ def replace_node_problems(old, new, groups, head_group="masters", worker_group="
 
 class FilterModule(object):
     def filters(self):
-        return {"cluster_hosts": cluster_hosts, "replace_node_problems": replace_node_problems}
+        return {"cluster_hosts": cluster_hosts, "replace_node_problems": replace_node_problems,
+                "serving_group_hosts": serving_group_hosts}

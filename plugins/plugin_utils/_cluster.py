@@ -2,7 +2,8 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 #
 # PRIVATE to the aihost.llm_cluster collection: no compatibility promise.
-"""Node records for the controller's verdicts, read from every member's host variables."""
+"""Node records for the controller's verdicts, read from every member's host variables; the hosts of each serving
+group."""
 
 from __future__ import annotations
 
@@ -35,3 +36,21 @@ def host_records(hosts, hostvars, fields, common=None, default=None):
         record.update(common or {})
         records.append(record)
     return records
+
+
+def group_hosts(names, groups):
+    """``[[name, hosts], ...]`` for each inventory group in ``names`` (``llm_cluster_serving_groups``), in the given
+    order, with the inventory's hosts of that group; a group the inventory lacks gives no hosts (the inventory
+    check names it, and so does the serve plan). ``None`` gives no pairs; a value that is no list raises
+    ``TypeError``."""
+    if names is None:
+        return []
+    if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple)):
+        raise TypeError("llm_cluster_serving_groups must be a list of inventory group names, got %s"
+                        % type(names).__name__)
+    pairs = []
+    for name in names:
+        name = str(name)
+        hosts = groups.get(name) if hasattr(groups, "get") else None
+        pairs.append([name, list(hosts) if isinstance(hosts, (list, tuple)) else []])
+    return pairs
