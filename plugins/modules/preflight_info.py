@@ -94,9 +94,13 @@ firewall:
   description:
     - What can close the cluster interface. C(firewalld) is true when C(firewalld.service) is active; C(nft) is the
       path of the C(nft) command (searched in C(PATH), C(/usr/sbin) and C(/sbin)), empty when there is none.
+    - C(members) lists the addresses that this collection's own nftables table (C(inet llm_cluster), written by
+      the Ray step) admits as cluster members, read with C(nft -j list set); null where that table is not loaded
+      (a new node), or there is no C(nft). The preflight reads it to tell this collection's own table from a
+      site firewall when a new node cannot reach a member yet.
   returned: always
   type: dict
-  sample: {"firewalld": false, "nft": "/usr/sbin/nft"}
+  sample: {"firewalld": false, "nft": "/usr/sbin/nft", "members": ["10.10.0.11", "10.10.0.12"]}
 clock:
   description: The node's clock in seconds since the epoch.
   returned: always
@@ -177,14 +181,46 @@ def interface_facts(module, requested, head_address):
     return facts
 
 
+def nft_set_elements(text):
+    """The elements of the set in ``nft -j list set`` output, sorted: plain values, or an element object's
+    ``val`` (a set with counters or timeouts lists objects); None when the text holds no set."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    for item in doc.get("nftables") or [] if isinstance(doc, dict) else []:
+        found = item.get("set") if isinstance(item, dict) else None
+        if not isinstance(found, dict):
+            continue
+        elements = []
+        for element in found.get("elem") or []:
+            if isinstance(element, dict) and isinstance(element.get("elem"), dict):
+                element = element["elem"].get("val")
+            if isinstance(element, str):
+                elements.append(element)
+        return sorted(elements)
+    return None
+
+
+def own_members(module, nft):
+    """The addresses this collection's own table admits as members (the set ``members`` of ``inet llm_cluster``,
+    which the Ray step writes); None when there is no nft command or no such table, as on a new node."""
+    if not nft:
+        return None
+    rc, out, _err = module.run_command([nft, "-j", "list", "set", "inet", "llm_cluster", "members"], environ_update=LOCALE)
+    return nft_set_elements(out) if rc == 0 else None
+
+
 def firewall_facts(module):
-    """Whether firewalld runs, and where the nft command is ("" when there is none)."""
+    """Whether firewalld runs, where the nft command is ("" when there is none), and the members this
+    collection's own table admits (None without it)."""
     systemctl = module.get_bin_path("systemctl")
     firewalld = False
     if systemctl:
         rc, _out, _err = module.run_command([systemctl, "is-active", "--quiet", "firewalld.service"], environ_update=LOCALE)
         firewalld = rc == 0
-    return {"firewalld": firewalld, "nft": module.get_bin_path("nft", opt_dirs=["/usr/sbin", "/sbin"]) or ""}
+    nft = module.get_bin_path("nft", opt_dirs=["/usr/sbin", "/sbin"]) or ""
+    return {"firewalld": firewalld, "nft": nft, "members": own_members(module, nft)}
 
 
 def build_module():

@@ -247,22 +247,45 @@ def _check_ports(host, node, settings):
             host.check("port_free", True, "%s %d %s" % (name, port["port"], "free" if port.get("free") else "held by llm_cluster"))
 
 
-def _check_reachability(host, node, settings):
+def _admitted(nodes):
+    """{host: the addresses this collection's own table on it admits as members}, for the nodes that have it."""
+    admitted = {}
+    for node in nodes:
+        members = ((node.get("facts") or {}).get("firewall") or {}).get("members")
+        if isinstance(members, list):
+            admitted[node["host"]] = set(members)
+    return admitted
+
+
+def _check_reachability(host, node, settings, admitted=None):
     probe = node.get("probe")
     if probe is None:
         host.check("reachability", False, "peers not probed (no address on the cluster interface)",
                    "fix the interface first")
         return
     var = settings.get("interface_var", "ray_device")
-    for result in probe.get("results") or []:
-        if not result.get("reachable"):
+    address = ((node.get("facts") or {}).get("interface") or {}).get("address")
+    results = probe.get("results") or []
+    # A node new to the cluster (a replacement at a new address, a node added) is not yet in the members set of
+    # this collection's own table on the others, which drops its packets to the cluster's ports until the Ray
+    # step writes the table again (the table drops: the probe times out). That timeout is not the site's
+    # firewall: Ray's join, after the table admits the node, proves the path. Any other failure (a refusal, no
+    # route), and a timeout from an admitted node or to a node without the table, stays one.
+    pending = [r for r in results if not r.get("reachable") and address and "timed out" in str(r.get("error"))
+               and address not in (admitted or {}).get(r.get("name"), {address})]
+    for result in results:
+        if not result.get("reachable") and result not in pending:
             host.check("reachability", False, "cannot reach %s at %s:%s over %s (%s)" % (
                 result.get("name"), result.get("address"), result.get("port"), var, result.get("error") or "no answer"),
                 "allow TCP %s from the cluster members on %s's firewall and check routing" % (result.get("port"), result.get("name")))
-    reached = [r for r in probe.get("results") or [] if r.get("reachable")]
-    if reached and len(reached) == len(probe.get("results") or []):
+    reached = [r for r in results if r.get("reachable")]
+    if pending and len(reached) + len(pending) == len(results):
+        host.check("reachability", True, "reaches %d peer(s) on port %s; not yet %s, whose llm_cluster table admits "
+                   "this node's %s only once the Ray step writes it (Ray's join then proves the path)"
+                   % (len(reached), (reached or pending)[0].get("port"), ", ".join(r.get("name") for r in pending), address))
+    elif reached and len(reached) == len(results):
         host.check("reachability", True, "reaches %d peer(s) on port %s" % (len(reached), reached[0].get("port")))
-    elif not probe.get("results"):
+    elif not results:
         host.check("reachability", True, "no peers")
 
 
@@ -311,6 +334,7 @@ def evaluate(nodes, settings):
     expected = {"accelerator_type": kind, "device_count": count, "model_size_bytes": model_size}
     report = {"ok": True, "failures": [], "hosts": {}, "expected": expected}
     grouped = _group_expected(nodes, settings)
+    admitted = _admitted(nodes)
     for node in nodes:
         host = _Host(node["host"])
         if node["host"] in grouped:
@@ -322,7 +346,7 @@ def evaluate(nodes, settings):
         _check_interface(host, node, settings)
         _check_comm_interfaces(host, node)
         _check_ports(host, node, settings)
-        _check_reachability(host, node, settings)
+        _check_reachability(host, node, settings, admitted)
         _check_clock(host, node, worst, settings)
         _check_python(host, node, head)
         facts = node.get("facts") or {}

@@ -134,23 +134,63 @@ def test_without_a_head_the_default_route_decides_and_its_absence_is_reported():
     assert facts["error"] == "no route by default (empty)"
 
 
-@pytest.mark.parametrize("active_rc, nft, expected", [
-    (0, "/usr/sbin/nft", {"firewalld": True, "nft": "/usr/sbin/nft"}),
-    # systemctl is-active exits 3 for an inactive or unknown unit.
-    (3, None, {"firewalld": False, "nft": ""}),
-    (4, "/sbin/nft", {"firewalld": False, "nft": "/sbin/nft"}),
-])
-def test_firewall_is_a_running_firewalld_or_the_nft_command(active_rc, nft, expected):
+SYSTEM = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "system")
+
+
+def capture(name):
+    """A capture of the real tool, byte-exact (tests/fixtures/system/README.md)."""
+    with open(os.path.join(SYSTEM, name), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def firewall_module(active_rc, nft, nft_answer=(1, "", "")):
+    """systemctl answers is-active with ``active_rc``; nft (at ``nft``) answers ``nft_answer``."""
     module = MagicMock()
     module.get_bin_path.side_effect = lambda name, opt_dirs=None: {"systemctl": "/usr/bin/systemctl", "nft": nft}[name]
-    module.run_command.return_value = (active_rc, "", "")
+    module.run_command.side_effect = lambda argv, **kwargs: (active_rc, "", "") if argv[0].endswith("systemctl") else nft_answer
+    return module
+
+
+@pytest.mark.parametrize("active_rc, nft, expected", [
+    (0, "/usr/sbin/nft", {"firewalld": True, "nft": "/usr/sbin/nft", "members": None}),
+    # systemctl is-active exits 3 for an inactive or unknown unit.
+    (3, None, {"firewalld": False, "nft": "", "members": None}),
+    (4, "/sbin/nft", {"firewalld": False, "nft": "/sbin/nft", "members": None}),
+])
+def test_firewall_is_a_running_firewalld_or_the_nft_command(active_rc, nft, expected):
+    module = firewall_module(active_rc, nft, (1, capture("nft-json-list-set-no-table.txt"),
+                                              capture("nft-json-list-set-no-table.stderr.txt")))
     assert preflight_info.firewall_facts(module) == expected
-    assert module.run_command.call_args[0][0] == ["/usr/bin/systemctl", "is-active", "--quiet", "firewalld.service"]
+    assert module.run_command.call_args_list[0][0][0] == ["/usr/bin/systemctl", "is-active", "--quiet", "firewalld.service"]
     assert module.get_bin_path.call_args_list[-1][1] == {"opt_dirs": ["/usr/sbin", "/sbin"]}
 
 
 def test_no_systemctl_means_no_firewalld():
     module = MagicMock()
     module.get_bin_path.side_effect = lambda name, opt_dirs=None: None
-    assert preflight_info.firewall_facts(module) == {"firewalld": False, "nft": ""}
+    assert preflight_info.firewall_facts(module) == {"firewalld": False, "nft": "", "members": None}
     assert module.run_command.call_count == 0
+
+
+def test_the_members_this_collection_s_table_admits_are_read_with_nft_json():
+    module = firewall_module(3, "/usr/sbin/nft", (0, capture("nft-json-list-set-members.txt"), ""))
+    assert preflight_info.firewall_facts(module)["members"] == ["172.27.0.2", "172.27.0.3"]
+    assert module.run_command.call_args_list[-1][0][0] == ["/usr/sbin/nft", "-j", "list", "set", "inet", "llm_cluster", "members"]
+
+
+def test_an_empty_members_set_admits_no_one_and_a_missing_table_is_none():
+    # nft leaves "elem" out of an empty set: the table is there and admits nobody.
+    assert preflight_info.nft_set_elements(capture("nft-json-list-set-members-empty.txt")) == []
+    module = firewall_module(3, "/usr/sbin/nft", (1, "", capture("nft-json-list-set-no-table.stderr.txt")))
+    assert preflight_info.firewall_facts(module)["members"] is None
+
+
+@pytest.mark.parametrize("text, expected", [
+    # A set with counters lists element objects (libnftables-json(5), ELEM): their "val" is the address.
+    ('{"nftables": [{"set": {"name": "members", "elem": [{"elem": {"val": "10.0.0.2", "counter": {"packets": 1}}}, '
+     '"10.0.0.1"]}}]}', ["10.0.0.1", "10.0.0.2"]),
+    ("", None), ("not json", None), ('{"nftables": [{"metainfo": {}}]}', None), ("[1, 2]", None),
+    ('{"nftables": [{"set": {"elem": [{"prefix": {"addr": "10.0.0.0", "len": 8}}, 7]}}]}', []),
+])
+def test_the_set_parser_takes_addresses_and_nothing_else(text, expected):
+    assert preflight_info.nft_set_elements(text) == expected

@@ -126,6 +126,36 @@ def test_unreachable_peer(nodes):
     assert msg.startswith("worker1: cannot reach master1 at 172.18.0.2:6379 over ray_device (timed out)")
 
 
+def test_a_new_node_that_the_members_own_tables_do_not_admit_yet_passes_until_ray_joins(nodes):
+    # worker2 is a new machine at a new address: the head's and worker1's llm_cluster tables (read by
+    # preflight_info) admit the old members only and drop its probes, which time out.
+    nodes[2]["facts"]["interface"]["address"] = "172.18.0.9"
+    for node in nodes[:2]:
+        node["facts"]["firewall"] = {"firewalld": False, "nft": "/usr/sbin/nft", "members": ["172.18.0.2", "172.18.0.3", "172.18.0.4"]}
+    for result in nodes[2]["probe"]["results"]:
+        result.update(reachable=False, error="timed out", clock_offset=None)
+    report = evaluate(nodes, SETTINGS)
+    assert report["ok"], report["failures"]
+    [check] = [c for c in report["hosts"]["worker2"]["checks"] if c["check"] == "reachability"]
+    assert check["ok"] and "not yet master1, worker1, whose llm_cluster table admits this node's 172.18.0.9 only" in check["detail"]
+
+
+@pytest.mark.parametrize("change", [
+    # The target's table admits the node: the timeout is the network's or a site firewall's.
+    lambda nodes: nodes[0]["facts"].update(firewall={"firewalld": False, "nft": "/usr/sbin/nft", "members": ["172.18.0.3"]}),
+    # The target has no table of ours (a new cluster, or firewalld): nothing of ours drops it.
+    lambda nodes: nodes[0]["facts"].update(firewall={"firewalld": True, "nft": "/usr/sbin/nft", "members": None}),
+    # Refused is an answer: our table drops, it never refuses.
+    lambda nodes: (nodes[0]["facts"].update(firewall={"firewalld": False, "nft": "/usr/sbin/nft", "members": []}),
+                   nodes[1]["probe"]["results"][0].update(error="[Errno 111] Connection refused")),
+])
+def test_a_timeout_from_an_admitted_node_or_to_a_node_without_the_table_and_a_refusal_stay_failures(nodes, change):
+    nodes[1]["probe"]["results"][0].update(reachable=False, error="timed out", clock_offset=None)
+    change(nodes)
+    [msg] = failures(nodes)
+    assert msg.startswith("worker1: cannot reach master1 at 172.18.0.2:6379 over ray_device")
+
+
 def test_port_in_use_by_a_stranger_but_not_by_our_units(nodes):
     nodes[0]["facts"]["ports"][1] = {"port": 8000, "free": False,
                                      "owners": [{"pid": 42, "comm": "nginx", "unit": "nginx.service"}]}
