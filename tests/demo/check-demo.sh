@@ -5,7 +5,9 @@
 # serve), the same nodes switched to the replicas topology (vLLM's router
 # behind the key-checking front: completions spread over both replicas, the
 # router's management refused, its port and the replicas' unreachable from
-# this machine, a rolling restart under a steady load loses no request, one
+# this machine, the worker's machine removed and a fresh one of the same name
+# deployed in one run while the head's engine and router keep running, a
+# rolling restart under a steady load loses no request, one
 # replica stopped and none fails), then to prefill/decode disaggregation (every
 # completion finished by the prefill and by the decode engine, the KV written
 # to the shared directory and found; a second run changes nothing), then
@@ -32,6 +34,7 @@ export LLM_CLUSTER_DEMO_PORT="$PORT"
 SAMPLER=""
 cleanup() {
   [ -z "$SAMPLER" ] || kill "$SAMPLER" 2>/dev/null || true
+  docker rm --force llmc-demo-holder >/dev/null 2>&1 || true
   (cd "$CLONE" 2>/dev/null && ./deploy.sh demo-down >/dev/null 2>&1) || true
   rm -rf "$WORK"
 }
@@ -286,6 +289,72 @@ print("demo check: completions served per replica (head, worker) through the rou
 # Each node's watchdog sends its own replica a completion now and then: one may add to either count.
 assert len(served) == 2 and min(served) >= 1 and 6 <= sum(served) <= 8, served
 PY
+
+# GET (or with a third word, that method) of a URL, as a node (a member) reads it.
+node_read() {
+  docker exec "$1" python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(urllib.request.Request(sys.argv[1], method=(sys.argv[2:] or ["GET"])[0]), timeout=10).read().decode())' "${@:2}"
+}
+head_read() {
+  node_read llmc-demo-master "$@"
+}
+# The replicas vLLM's router sends requests to, sorted.
+listed_replicas() {
+  head_read http://127.0.0.1:8002/workers | python3 -c 'import json, sys; print(" ".join(sorted(w["url"] for w in json.load(sys.stdin)["workers"])))'
+}
+
+# A fresh machine in the worker's place (docs/node-replacement.md): the worker's container removed, as a
+# server that died is gone, and every completion is still answered (the router takes the dead replica out);
+# then `./deploy.sh demo` starts a new, empty container of the same name at another address (a container
+# holds the old one meanwhile, as a new server gets a new address) and one run deploys it: Ray, the engine
+# installed from the wheelhouse, the model from the head, its replica in the router in place of the old
+# address's, the head's firewall table admitting the new address and no longer the old one. The head's
+# engine, its router and its Ray keep their PIDs (nothing there needed a restart); both replicas serve.
+head_pids() {
+  docker exec llmc-demo-master systemctl show --property MainPID --value llm-cluster-engine.service \
+    llm-cluster-router.service llm-cluster-ray-head.service | tr '\n' ' '
+}
+head_kept="$(head_pids)"
+docker rm --force llmc-demo-worker >/dev/null || fail "cannot remove the worker's container"
+for _ in 1 2 3 4 5 6; do
+  answer="$(completion)"
+  [ "${answer##*$'\n'}" = 200 ] || fail "with the worker's machine gone, a completion got: $answer"
+done
+echo "demo check: 6 of 6 completions answered with the worker's machine gone"
+docker run --detach --name llmc-demo-holder --network llmc-demo --entrypoint sleep \
+  aihost-llm-cluster/debian-systemd:bookworm infinity >/dev/null || fail "cannot start the container that holds the old address"
+held="$(docker inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' llmc-demo-holder)"
+[ "$held" = "$worker_ip" ] || fail "Docker gave the holder $held, not the old worker's freed address $worker_ip"
+LLM_CLUSTER_DEMO_TOPOLOGY=replicas verbose replace ./deploy.sh demo ||
+  fail "./deploy.sh demo with a fresh worker in the old one's place exited non-zero"
+docker rm --force llmc-demo-holder >/dev/null
+recap="$(grep -E '^llmc-demo-(master|worker) +: ok=' "$WORK/replace.log")"
+grep -Eq '^llmc-demo-worker +: ok=[0-9]+ +changed=[1-9]' <<<"$recap" || fail "the fresh worker was not deployed: $recap"
+[ "$(head_pids)" = "$head_kept" ] ||
+  fail "the worker's replacement restarted the head's engine, router or Ray: $head_kept -> $(head_pids)"
+old_worker_ip="$worker_ip"
+worker_ip="$(docker inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' llmc-demo-worker)"
+model_sums() { docker exec "$1" sh -c 'cd /srv/models/tiny && sha256sum $(ls | sort)'; }
+head_sums="$(model_sums llmc-demo-master)"
+[ -n "$head_sums" ] || fail "the head has no model to compare with"
+[ "$(model_sums llmc-demo-worker)" = "$head_sums" ] ||
+  fail "the fresh worker's model differs from the head's: $(model_sums llmc-demo-worker)"
+[ "$worker_ip" != "$old_worker_ip" ] || fail "the fresh worker got the old address $worker_ip"
+[ "$(listed_replicas)" = "$(printf 'http://%s:8001\n' "$master_ip" "$worker_ip" | sort | tr '\n' ' ' | sed 's/ $//')" ] ||
+  fail "the router does not list the head's and the fresh worker's replicas: $(listed_replicas)"
+# The head's table admits the members by address (its set `members`): the fresh worker's, no longer the old one.
+docker exec llmc-demo-master nft list set inet llm_cluster members | python3 -c '
+import re, sys
+members = sorted(re.findall(r"[0-9]+(?:\.[0-9]+){3}", sys.stdin.read().split("elements", 1)[-1]))
+assert members == sorted(sys.argv[1:]), members' "$master_ip" "$worker_ip" ||
+  fail "the head's firewall does not admit exactly the head and the fresh worker ($master_ip, $worker_ip; the old address was $old_worker_ip)"
+served="$(completions_counted 6)"
+python3 - "$served" "$old_worker_ip" "$worker_ip" <<'PY' || fail "the fresh worker's replica does not serve: $served"
+import ast, sys
+served = ast.literal_eval(sys.argv[1])
+print("demo check: a fresh worker (address %s, before %s) deployed in one run, the head's engine, router and Ray "
+      "kept; completions served per replica (head, worker): %s" % (sys.argv[3], sys.argv[2], served))
+assert len(served) == 2 and min(served) >= 1, served
+PY
 # The key at the front, and the router's management kept on the head even with the key.
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/v1/models")" = 401 ] ||
   fail "a request without the key passed the front"
@@ -325,13 +394,6 @@ docker exec llmc-demo-master ss -Htln | awk -v metrics="$master_ip:8003" '
   END {exit bad}' || fail "the router listens beyond the head's loopback, or its metrics beyond the cluster address"
 # What the monitoring role's router rules and alerts read (plugins/plugin_utils/_monitoring.py, the clone's own),
 # served by the live router as the head (a member) reads it; both replicas healthy, each with requests.
-# GET (or with a third word, that method) of a URL, as a node (a member) reads it.
-node_read() {
-  docker exec "$1" python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(urllib.request.Request(sys.argv[1], method=(sys.argv[2:] or ["GET"])[0]), timeout=10).read().decode())' "${@:2}"
-}
-head_read() {
-  node_read llmc-demo-master "$@"
-}
 # First a management route sent to the metrics listener: it must change nothing (both replicas stay listed below).
 head_read "http://$master_ip:8003/remove_worker?url=http://$worker_ip:8001" POST > /dev/null || fail "the router's metrics listener refused a POST"
 listed="$(head_read http://127.0.0.1:8002/workers)" || fail "the head cannot read the router's replicas"
@@ -405,9 +467,6 @@ grep -q -- "llm_cluster_api_front.py" "$WORK/ps-replicas.log" || fail "the proce
 # engine, the router and the worker's engine keep their PIDs throughout; completions answer after each run.
 # (The rollout's flag goes with both runs, or the engines would restart for its removal.)
 router_pid() { docker exec llmc-demo-master systemctl show --property MainPID --value llm-cluster-router.service; }
-listed_replicas() {
-  head_read http://127.0.0.1:8002/workers | python3 -c 'import json, sys; print(" ".join(sorted(w["url"] for w in json.load(sys.stdin)["workers"])))'
-}
 pids_kept="$(router_pid) $(engine_pids)"
 sed -e '/^        llmc-demo-worker: {}$/d' -e 's/^    node_num: 2$/    node_num: 1/' .cache/demo/inventory/hosts.yml > "$WORK/shrunk.yml"
 ! grep -q 'llmc-demo-worker' "$WORK/shrunk.yml" || fail "the worker is still in the shrunk inventory"
@@ -530,11 +589,11 @@ if [ "${#key}" -lt 32 ] || [ "${#token}" -lt 32 ]; then fail "the API key or the
 grep -qE -- "bin/vllm serve|VLLM::" "$WORK/ps.log" || fail "the process samples never show the engine"
 grep -q -- "bench serve" "$WORK/ps.log" || fail "the process samples never show the benchmark client"
 grep -q "Bench | Put the API key in a private file" "$WORK/bench.log" || fail "the bench log lacks the task that handles the key"
-for log in ps first bench second rolling-dp replicas rolling ps-replicas shrink grow pd ps-pd pd-second monitoring; do
+for log in ps first bench second rolling-dp replicas replace rolling ps-replicas shrink grow pd ps-pd pd-second monitoring; do
   ! grep -qF -- "$key" "$WORK/$log.log" || fail "the API key appears in $log.log"
   ! grep -qF -- "$token" "$WORK/$log.log" || fail "the Ray token appears in $log.log"
 done
-echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench, the second deploy, the dp group restart, the replicas deploy, the rolling restart, the shrunk and grown replicas, both pd deploys and the monitoring step"
+echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench, the second deploy, the dp group restart, the replicas deploy, the fresh worker's deploy, the rolling restart, the shrunk and grown replicas, both pd deploys and the monitoring step"
 
 ./deploy.sh demo-down
 [ -z "$(docker ps -aq --filter label=org.aihost.llm_cluster.demo=1)" ] || fail "demo containers left behind"
