@@ -51,6 +51,6 @@ def group_hosts(names, groups):
     pairs = []
     for name in names:
         name = str(name)
-        hosts = groups.get(name) if hasattr(groups, "get") else None
+        hosts = groups.get(name)
         pairs.append([name, list(hosts) if isinstance(hosts, (list, tuple)) else []])
     return pairs
