@@ -354,7 +354,10 @@ def plan(nodes, settings):
     if not nodes:
         raise ValueError("no nodes to serve on")
     head = nodes[0]
-    backend = resolve_backend(settings.get("backend"), settings.get("backend_type"), head.get("accelerator"))
+    # The head's backend, as each node resolved it (settings' is the node the plan happened to run on: with
+    # serving groups or a --limit, not always the head's).
+    backend = resolve_backend(head.get("backend") or settings.get("backend"), settings.get("backend_type"),
+                              head.get("accelerator"))
     topology = resolve_topology(settings.get("topology"), backend, len(nodes))
     errors = []
     expert_parallel, problem = resolve_expert_parallel(settings.get("enable_expert_parallel"), backend,

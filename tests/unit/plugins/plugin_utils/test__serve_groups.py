@@ -85,6 +85,13 @@ def test_three_groups_of_three_accelerators_serve_as_replicas_behind_one_router(
     assert all(nodes[h]["role"] == "replica" for h in nodes)
 
 
+def test_the_plan_s_backend_is_the_head_s_whichever_node_planned_it():
+    # The plan runs once, on the first host of the play: under --limit cpu-1 the settings carry cpu-1's backend.
+    plan = _serve.plan(mixed_nodes(), settings(backend="vllm"))
+    assert plan["errors"] == [] and plan["head"] == "a2-1" and plan["backend"] == "vllm_ascend"
+    assert [g["backend"] for g in plan["groups"]] == ["vllm_ascend", "vllm", "vllm"]
+
+
 def test_a_group_s_own_tensor_parallel_size_and_executable_are_its_nodes():
     nodes = mixed_nodes()
     for node in nodes[:2]:
