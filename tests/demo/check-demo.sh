@@ -341,11 +341,13 @@ head_sums="$(model_sums llmc-demo-master)"
 [ "$worker_ip" != "$old_worker_ip" ] || fail "the fresh worker got the old address $worker_ip"
 [ "$(listed_replicas)" = "$(printf 'http://%s:8001\n' "$master_ip" "$worker_ip" | sort | tr '\n' ' ' | sed 's/ $//')" ] ||
   fail "the router does not list the head's and the fresh worker's replicas: $(listed_replicas)"
-# The head's table admits the members by address (its set `members`): the fresh worker's, no longer the old one.
-docker exec llmc-demo-master nft list set inet llm_cluster members | python3 -c '
-import re, sys
-members = sorted(re.findall(r"[0-9]+(?:\.[0-9]+){3}", sys.stdin.read().split("elements", 1)[-1]))
-assert members == sorted(sys.argv[1:]), members' "$master_ip" "$worker_ip" ||
+# The head's table admits the members by address (its set `members`, read as nft's JSON, as preflight_info
+# reads it): the fresh worker's, no longer the old one.
+docker exec llmc-demo-master nft -j list set inet llm_cluster members | python3 -c '
+import json, sys
+sets = [item["set"] for item in json.load(sys.stdin)["nftables"] if "set" in item]
+members = sorted(element for found in sets for element in found.get("elem", []))
+assert len(sets) == 1 and members == sorted(sys.argv[1:]), members' "$master_ip" "$worker_ip" ||
   fail "the head's firewall does not admit exactly the head and the fresh worker ($master_ip, $worker_ip; the old address was $old_worker_ip)"
 served="$(completions_counted 6)"
 python3 - "$served" "$old_worker_ip" "$worker_ip" <<'PY' || fail "the fresh worker's replica does not serve: $served"
