@@ -167,6 +167,7 @@ CASES = {
     "worker3": ({"llm_cluster_firewall_allow": [{"port": "22; accept"}]},
                 "ray_cluster_firewall_allow[0]: port '22; accept' is not a port"),
     "worker4": ({"llm_cluster_firewall": "none"}, None),
+    "worker5": ({"llm_cluster_firewall": "firewalld"}, None),
 }
 
 
@@ -179,8 +180,30 @@ def test_bad_perimeter_values_name_their_variable_and_none_keeps_an_empty_guard(
         else:
             assert (tmp_path / host / "ray.service").exists(), host
     guard = (tmp_path / "worker4" / "llm-cluster-firewall.service").read_text()
-    assert "llm_cluster_firewall is none" in guard and "ExecStart" not in guard
+    assert "llm_cluster_firewall is none" in guard and "nft" not in guard.split("[Service]")[1]
     assert "PartOf=nftables.service" in (tmp_path / "master1" / "llm-cluster-firewall.service").read_text()
+    assert "BindsTo=firewalld.service" in (tmp_path / "worker5" / "llm-cluster-firewall.service").read_text()
+    # systemd itself takes each kind of guard: a unit it refuses ("Service has no ExecStart=, ExecStop=, or
+    # SuccessAction=. Refusing.", as it did the firewalld and none guards before) leaves Ray unable to start.
+    for host in ("master1", "worker4", "worker5"):
+        systemd_verify(tmp_path / host / "llm-cluster-firewall.service", tmp_path / "units")
+
+
+SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
+
+
+def systemd_verify(path, stand_ins):
+    """`systemd-analyze verify` of a unit file; the units it is bound to or ordered after are stand-ins."""
+    if SYSTEMD_ANALYZE is None:
+        pytest.skip("systemd-analyze verify needs systemd's tools")
+    stand_ins.mkdir(exist_ok=True)
+    for name in ("firewalld.service", "nftables.service"):
+        (stand_ins / name).write_text("[Unit]\nDescription=stand-in\n[Service]\nExecStart=/bin/true\n")
+    # The trailing separator keeps systemd's own search path after the stand-ins.
+    env = dict(os.environ, SYSTEMD_UNIT_PATH=str(stand_ins) + os.pathsep, SYSTEMD_LOG_LEVEL="notice")
+    result = subprocess.run([SYSTEMD_ANALYZE, "verify", "--man=no", str(path)], env=env, capture_output=True,
+                            text=True, check=False)
+    assert result.returncode == 0 and not result.stderr.strip(), (path, result.stderr)
 
 
 GATE = {
