@@ -39,6 +39,12 @@ options:
     type: list
     elements: int
     default: []
+  firewalld_zone:
+    description:
+      - Where firewalld runs, the zone whose rich rules are read for RV(firewall.members) (the zone the Ray step
+        writes its rules to); empty means firewalld's default zone.
+    type: str
+    default: ""
 extends_documentation_fragment:
   - aihost.llm_cluster.attributes
 author:
@@ -94,13 +100,17 @@ firewall:
   description:
     - What can close the cluster interface. C(firewalld) is true when C(firewalld.service) is active; C(nft) is the
       path of the C(nft) command (searched in C(PATH), C(/usr/sbin) and C(/sbin)), empty when there is none.
-    - C(members) lists the addresses that this collection's own nftables table (C(inet llm_cluster), written by
-      the Ray step) admits as cluster members, read with C(nft -j list set); null where that table is not loaded
-      (a new node), or there is no C(nft). The preflight reads it to tell this collection's own table from a
-      site firewall when a new node cannot reach a member yet.
+    - C(members) lists the addresses (or networks) the node's firewall admits on every port, as the Ray step
+      writes them. With firewalld running (C(members_from) V(firewalld)): the source of each rich rule of
+      O(firewalld_zone) that accepts an address or network with no other condition (C(firewall-cmd
+      --list-rich-rules)); otherwise (V(nftables)) the set C(members) of this collection's own table (C(inet
+      llm_cluster)), read with C(nft -j list set). Null (and C(members_from) null) where neither can be read:
+      no such table (a new node), no C(nft), a zone firewalld does not have. The preflight reads it to tell
+      the members' own rules, which admit a new node only once the Ray step writes them, from a site firewall
+      when a new node cannot reach a member yet.
   returned: always
   type: dict
-  sample: {"firewalld": false, "nft": "/usr/sbin/nft", "members": ["10.10.0.11", "10.10.0.12"]}
+  sample: {"firewalld": false, "nft": "/usr/sbin/nft", "members": ["10.10.0.11", "10.10.0.12"], "members_from": "nftables"}
 clock:
   description: The node's clock in seconds since the epoch.
   returned: always
@@ -111,6 +121,7 @@ clock:
 import json
 import os
 import platform
+import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -211,16 +222,44 @@ def own_members(module, nft):
     return nft_set_elements(out) if rc == 0 else None
 
 
-def firewall_facts(module):
-    """Whether firewalld runs, where the nft command is ("" when there is none), and the members this
-    collection's own table admits (None without it)."""
+# A rich rule that accepts one source on every port, as the Ray step writes it for a member or an admin network
+# (firewall-cmd prints rules in this canonical form; a priority, when set, comes first). A rule with any other
+# condition (a port, a destination, NOT, an ipset, a log or limit) admits less, or what this cannot read: it
+# does not count.
+RICH_RULE_MEMBER = re.compile(r'^rule (?:priority="-?[0-9]+" )?family="ipv[46]" source address="([^"]+)" accept$')
+
+
+def rich_rule_sources(text):
+    """The sources that ``firewall-cmd --list-rich-rules`` output accepts on every port, sorted."""
+    found = []
+    for line in text.splitlines():
+        match = RICH_RULE_MEMBER.match(line.strip())
+        if match:
+            found.append(match.group(1))
+    return sorted(found)
+
+
+def firewalld_members(module, zone):
+    """The sources the zone's rich rules accept on every port; None when firewall-cmd cannot list them."""
+    command = module.get_bin_path("firewall-cmd", opt_dirs=["/usr/bin", "/usr/sbin", "/bin", "/sbin"])
+    if not command:
+        return None
+    argv = [command] + (["--zone=%s" % zone] if zone else []) + ["--list-rich-rules"]
+    rc, out, _err = module.run_command(argv, environ_update=LOCALE)
+    return rich_rule_sources(out) if rc == 0 else None
+
+
+def firewall_facts(module, zone=""):
+    """Whether firewalld runs, where the nft command is ("" when there is none), and the members the node's
+    firewall admits: firewalld's rich rules where it runs, else this collection's own table (None without)."""
     systemctl = module.get_bin_path("systemctl")
     firewalld = False
     if systemctl:
         rc, _out, _err = module.run_command([systemctl, "is-active", "--quiet", "firewalld.service"], environ_update=LOCALE)
         firewalld = rc == 0
     nft = module.get_bin_path("nft", opt_dirs=["/usr/sbin", "/sbin"]) or ""
-    return {"firewalld": firewalld, "nft": nft, "members": own_members(module, nft)}
+    members, members_from = (firewalld_members(module, zone), "firewalld") if firewalld else (own_members(module, nft), "nftables")
+    return {"firewalld": firewalld, "nft": nft, "members": members, "members_from": members_from if members is not None else None}
 
 
 def build_module():
@@ -230,6 +269,7 @@ def build_module():
             interface=dict(type="str", default="auto"),
             head_address=dict(type="str", default=""),
             ports=dict(type="list", elements="int", default=[]),
+            firewalld_zone=dict(type="str", default=""),
         ),
         supports_check_mode=True,
     )
@@ -246,7 +286,7 @@ def main():
         model=model_facts(module.params["model_path"]),
         interface=interface_facts(module, module.params["interface"], module.params["head_address"]),
         ports=[{"port": p, "free": p not in listeners, "owners": listeners.get(p, [])} for p in module.params["ports"]],
-        firewall=firewall_facts(module),
+        firewall=firewall_facts(module, module.params["firewalld_zone"]),
         clock=time.time(),
     )
 

@@ -10,6 +10,8 @@ that all failures of all hosts are collected before the play fails.
 
 from __future__ import annotations
 
+import ipaddress
+
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._ascend_versions import compare_ascend_versions as compare_versions
 from ansible_collections.aihost.llm_cluster.plugins.module_utils._procnet import describe_owners, foreign_owners
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._inventory_validation import ifname_pattern
@@ -248,13 +250,43 @@ def _check_ports(host, node, settings):
 
 
 def _admitted(nodes):
-    """{host: the addresses this collection's own table on it admits as members}, for the nodes that have it."""
+    """{host: (members, rejects)} for the nodes whose firewall preflight_info could read: the addresses or
+    networks the firewall admits on every port, as the Ray step writes them, and whether it refuses the others
+    with an answer (firewalld rejects; this collection's nftables table drops)."""
     admitted = {}
     for node in nodes:
-        members = ((node.get("facts") or {}).get("firewall") or {}).get("members")
+        firewall = (node.get("facts") or {}).get("firewall") or {}
+        members = firewall.get("members")
         if isinstance(members, list):
-            admitted[node["host"]] = set(members)
+            admitted[node["host"]] = ([str(m) for m in members], firewall.get("members_from") == "firewalld")
     return admitted
+
+
+def _covers(members, address):
+    """Whether an address is one of the members or inside one of their networks."""
+    try:
+        address = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    for member in members:
+        try:
+            if address in ipaddress.ip_network(member, strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def _pending(result, address, admitted):
+    """A probe that failed only because the target's firewall does not admit this node yet: the target's rules
+    (read) do not list the address, and the failure is what that firewall does to a stranger (a drop times out;
+    firewalld's reject reads as "No route to host")."""
+    if result.get("reachable") or not address or result.get("name") not in admitted:
+        return False
+    members, rejects = admitted[result["name"]]
+    error = str(result.get("error"))
+    refused_by_rule = "timed out" in error or (rejects and ("No route to host" in error or "Errno 113" in error))
+    return refused_by_rule and not _covers(members, address)
 
 
 def _check_reachability(host, node, settings, admitted=None):
@@ -266,13 +298,13 @@ def _check_reachability(host, node, settings, admitted=None):
     var = settings.get("interface_var", "ray_device")
     address = ((node.get("facts") or {}).get("interface") or {}).get("address")
     results = probe.get("results") or []
-    # A node new to the cluster (a replacement at a new address, a node added) is not yet in the members set of
-    # this collection's own table on the others, which drops its packets to the cluster's ports until the Ray
-    # step writes the table again (the table drops: the probe times out). That timeout is not the site's
-    # firewall: Ray's join, after the table admits the node, proves the path. Any other failure (a refusal, no
-    # route), and a timeout from an admitted node or to a node without the table, stays one.
-    pending = [r for r in results if not r.get("reachable") and address and "timed out" in str(r.get("error"))
-               and address not in (admitted or {}).get(r.get("name"), {address})]
+    # A node new to the cluster (a replacement at a new address, a node added, every node of a first deploy on
+    # firewalld) is not yet admitted by the firewall rules the Ray step writes on the others (this collection's
+    # nftables table, or firewalld's rich rules): they refuse its probe until that step runs. That is not the
+    # site's firewall: Ray's join, once the rules admit the node, proves the path. Any other failure (a refusal,
+    # no route to a node without firewalld), and one from an admitted node or to a node whose rules were not
+    # read, stays one.
+    pending = [r for r in results if _pending(r, address, admitted or {})]
     for result in results:
         if not result.get("reachable") and result not in pending:
             host.check("reachability", False, "cannot reach %s at %s:%s over %s (%s)" % (
@@ -280,8 +312,8 @@ def _check_reachability(host, node, settings, admitted=None):
                 "allow TCP %s from the cluster members on %s's firewall and check routing" % (result.get("port"), result.get("name")))
     reached = [r for r in results if r.get("reachable")]
     if pending and len(reached) + len(pending) == len(results):
-        host.check("reachability", True, "reaches %d peer(s) on port %s; not yet %s, whose llm_cluster table admits "
-                   "this node's %s only once the Ray step writes it (Ray's join then proves the path)"
+        host.check("reachability", True, "reaches %d peer(s) on port %s; not yet %s, whose firewall admits this "
+                   "node's %s only once the Ray step writes its rules (Ray's join then proves the path)"
                    % (len(reached), (reached or pending)[0].get("port"), ", ".join(r.get("name") for r in pending), address))
     elif reached and len(reached) == len(results):
         host.check("reachability", True, "reaches %d peer(s) on port %s" % (len(reached), reached[0].get("port")))

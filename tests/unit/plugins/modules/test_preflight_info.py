@@ -143,39 +143,44 @@ def capture(name):
         return handle.read()
 
 
-def firewall_module(active_rc, nft, nft_answer=(1, "", "")):
-    """systemctl answers is-active with ``active_rc``; nft (at ``nft``) answers ``nft_answer``."""
+def firewall_module(active_rc, nft, nft_answer=(1, "", ""), firewall_cmd_answer=(252, "", "FirewallD is not running\n")):
+    """systemctl answers is-active with ``active_rc``; nft (at ``nft``) answers ``nft_answer``, firewall-cmd
+    ``firewall_cmd_answer``."""
     module = MagicMock()
-    module.get_bin_path.side_effect = lambda name, opt_dirs=None: {"systemctl": "/usr/bin/systemctl", "nft": nft}[name]
-    module.run_command.side_effect = lambda argv, **kwargs: (active_rc, "", "") if argv[0].endswith("systemctl") else nft_answer
+    paths = {"systemctl": "/usr/bin/systemctl", "nft": nft, "firewall-cmd": "/usr/bin/firewall-cmd"}
+    module.get_bin_path.side_effect = lambda name, opt_dirs=None: paths[name]
+    answers = {"/usr/bin/systemctl": (active_rc, "", ""), "/usr/bin/firewall-cmd": firewall_cmd_answer}
+    module.run_command.side_effect = lambda argv, **kwargs: answers.get(argv[0], nft_answer)
     return module
 
 
 @pytest.mark.parametrize("active_rc, nft, expected", [
-    (0, "/usr/sbin/nft", {"firewalld": True, "nft": "/usr/sbin/nft", "members": None}),
+    # firewalld runs: its zone's rich rules are what admits a member (here none can be listed).
+    (0, "/usr/sbin/nft", {"firewalld": True, "nft": "/usr/sbin/nft", "members": None, "members_from": None}),
     # systemctl is-active exits 3 for an inactive or unknown unit.
-    (3, None, {"firewalld": False, "nft": "", "members": None}),
-    (4, "/sbin/nft", {"firewalld": False, "nft": "/sbin/nft", "members": None}),
+    (3, None, {"firewalld": False, "nft": "", "members": None, "members_from": None}),
+    (4, "/sbin/nft", {"firewalld": False, "nft": "/sbin/nft", "members": None, "members_from": None}),
 ])
 def test_firewall_is_a_running_firewalld_or_the_nft_command(active_rc, nft, expected):
     module = firewall_module(active_rc, nft, (1, capture("nft-json-list-set-no-table.txt"),
                                               capture("nft-json-list-set-no-table.stderr.txt")))
     assert preflight_info.firewall_facts(module) == expected
     assert module.run_command.call_args_list[0][0][0] == ["/usr/bin/systemctl", "is-active", "--quiet", "firewalld.service"]
-    assert module.get_bin_path.call_args_list[-1][1] == {"opt_dirs": ["/usr/sbin", "/sbin"]}
 
 
 def test_no_systemctl_means_no_firewalld():
     module = MagicMock()
     module.get_bin_path.side_effect = lambda name, opt_dirs=None: None
-    assert preflight_info.firewall_facts(module) == {"firewalld": False, "nft": "", "members": None}
+    assert preflight_info.firewall_facts(module) == {"firewalld": False, "nft": "", "members": None, "members_from": None}
     assert module.run_command.call_count == 0
 
 
 def test_the_members_this_collection_s_table_admits_are_read_with_nft_json():
     module = firewall_module(3, "/usr/sbin/nft", (0, capture("nft-json-list-set-members.txt"), ""))
-    assert preflight_info.firewall_facts(module)["members"] == ["172.27.0.2", "172.27.0.3"]
+    facts = preflight_info.firewall_facts(module)
+    assert facts["members"] == ["172.27.0.2", "172.27.0.3"] and facts["members_from"] == "nftables"
     assert module.run_command.call_args_list[-1][0][0] == ["/usr/sbin/nft", "-j", "list", "set", "inet", "llm_cluster", "members"]
+    assert module.get_bin_path.call_args_list[-1][1] == {"opt_dirs": ["/usr/sbin", "/sbin"]}
 
 
 def test_an_empty_members_set_admits_no_one_and_a_missing_table_is_none():
@@ -183,6 +188,40 @@ def test_an_empty_members_set_admits_no_one_and_a_missing_table_is_none():
     assert preflight_info.nft_set_elements(capture("nft-json-list-set-members-empty.txt")) == []
     module = firewall_module(3, "/usr/sbin/nft", (1, "", capture("nft-json-list-set-no-table.stderr.txt")))
     assert preflight_info.firewall_facts(module)["members"] is None
+
+
+def test_with_firewalld_the_members_are_the_sources_its_zone_accepts_on_every_port():
+    # firewalld 1.3.3's own listing (tests/fixtures/system/README.md): two members and two admin networks as the
+    # Ray step writes them; the API port from a client network, a port from anywhere, NOT and ipset rules do not
+    # admit a member.
+    module = firewall_module(0, "/usr/sbin/nft", firewall_cmd_answer=(0, capture("firewall-cmd-list-rich-rules.txt"), ""))
+    assert preflight_info.firewall_facts(module, "trusted-cluster") == {
+        "firewalld": True, "nft": "/usr/sbin/nft", "members": ["10.20.0.0/16", "172.19.0.2", "172.19.0.9", "fd00:20::/64"],
+        "members_from": "firewalld"}
+    assert module.run_command.call_args_list[-1][0][0] == ["/usr/bin/firewall-cmd", "--zone=trusted-cluster", "--list-rich-rules"]
+    # No zone: firewalld's default zone, as the Ray step's rules without ray_cluster_firewalld_zone.
+    module = firewall_module(0, "/usr/sbin/nft", firewall_cmd_answer=(0, capture("firewall-cmd-list-rich-rules-empty.txt"), ""))
+    assert preflight_info.firewall_facts(module)["members"] == []
+    assert module.run_command.call_args_list[-1][0][0] == ["/usr/bin/firewall-cmd", "--list-rich-rules"]
+
+
+def test_a_zone_firewalld_does_not_have_gives_no_members():
+    module = firewall_module(0, "/usr/sbin/nft", firewall_cmd_answer=(
+        112, capture("firewall-cmd-list-rich-rules-invalid-zone.txt"), capture("firewall-cmd-list-rich-rules-invalid-zone.stderr.txt")))
+    assert preflight_info.firewall_facts(module, "nosuch")["members"] is None
+
+
+@pytest.mark.parametrize("line, expected", [
+    ('rule priority="-10" family="ipv4" source address="10.0.0.7" accept', ["10.0.0.7"]),
+    ('rule family="ipv4" source address="10.0.0.7" destination address="10.0.0.1" accept', []),
+    ('rule family="ipv4" source address="10.0.0.7" log prefix="x" level="info" accept', []),
+    ('rule family="ipv4" source address="10.0.0.7" reject', []),
+    ('rule family="ipv4" source address="10.0.0.7" drop', []),
+    ('rule family="ipv4" source address="10.0.0.7" accept\nrule family="ipv4" source address="10.0.0.7" accept extra', ["10.0.0.7"]),
+    ("", []), ("FirewallD is not running", []),
+])
+def test_only_a_rule_that_accepts_a_source_on_every_port_admits_it(line, expected):
+    assert preflight_info.rich_rule_sources(line) == expected
 
 
 @pytest.mark.parametrize("text, expected", [

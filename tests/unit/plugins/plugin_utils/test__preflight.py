@@ -137,7 +137,44 @@ def test_a_new_node_that_the_members_own_tables_do_not_admit_yet_passes_until_ra
     report = evaluate(nodes, SETTINGS)
     assert report["ok"], report["failures"]
     [check] = [c for c in report["hosts"]["worker2"]["checks"] if c["check"] == "reachability"]
-    assert check["ok"] and "not yet master1, worker1, whose llm_cluster table admits this node's 172.18.0.9 only" in check["detail"]
+    assert check["ok"] and check["detail"] == (
+        "reaches 0 peer(s) on port 6379; not yet master1, worker1, whose firewall admits this node's 172.18.0.9 only "
+        "once the Ray step writes its rules (Ray's join then proves the path)")
+
+
+# What firewalld 1.3.3 answered a connect from an address its zone does not admit (tests/fixtures/system/README.md).
+REJECTED = "[Errno 113] No route to host"
+
+
+def firewalld(members):
+    return {"firewalld": True, "nft": "/usr/sbin/nft", "members": members, "members_from": "firewalld"}
+
+
+def test_a_first_deploy_on_firewalld_passes_while_no_zone_admits_the_members_yet(nodes):
+    # Every node runs firewalld with no rule of ours yet: each zone rejects every peer's probe at once.
+    for node in nodes:
+        node["facts"]["firewall"] = firewalld([])
+        for result in node["probe"]["results"]:
+            result.update(reachable=False, error=REJECTED, clock_offset=None)
+    report = evaluate(nodes, SETTINGS)
+    assert report["ok"], report["failures"]
+    details = {name: [c["detail"] for c in host["checks"] if c["check"] == "reachability"]
+               for name, host in report["hosts"].items()}
+    assert details["master1"] == ["reaches 0 peer(s) on port 6379; not yet worker1, worker2, whose firewall admits this "
+                                  "node's 172.18.0.2 only once the Ray step writes its rules (Ray's join then proves the path)"]
+
+
+def test_a_new_node_on_firewalld_passes_until_the_zones_admit_it_and_an_admin_network_counts(nodes):
+    nodes[2]["facts"]["interface"]["address"] = "172.18.0.9"
+    for node in nodes[:2]:
+        node["facts"]["firewall"] = firewalld(["172.18.0.2", "172.18.0.3", "172.18.0.4", "10.20.0.0/16", "fd00:20::/64"])
+    for result in nodes[2]["probe"]["results"]:
+        result.update(reachable=False, error=REJECTED, clock_offset=None)
+    assert failures(nodes) == []
+    # An admin network of the zone holds the address: it is admitted, so the refusal is the site's.
+    nodes[0]["facts"]["firewall"] = firewalld(["172.18.0.2", "172.18.0.0/24"])
+    [msg] = failures(nodes)
+    assert msg.startswith("worker2: cannot reach master1 at 172.18.0.2:6379 over ray_device ([Errno 113] No route to host)")
 
 
 @pytest.mark.parametrize("change", [
@@ -148,6 +185,18 @@ def test_a_new_node_that_the_members_own_tables_do_not_admit_yet_passes_until_ra
     # Refused is an answer: our table drops, it never refuses.
     lambda nodes: (nodes[0]["facts"].update(firewall={"firewalld": False, "nft": "/usr/sbin/nft", "members": []}),
                    nodes[1]["probe"]["results"][0].update(error="[Errno 111] Connection refused")),
+    # Nor does it reject: "No route to host" to a node with only our table is the network's.
+    lambda nodes: (nodes[0]["facts"].update(firewall={"firewalld": False, "nft": "/usr/sbin/nft", "members": [],
+                                                      "members_from": "nftables"}),
+                   nodes[1]["probe"]["results"][0].update(error=REJECTED)),
+    # firewalld rejects, it does not refuse a connection: a refusal is a closed port behind an open zone.
+    lambda nodes: (nodes[0]["facts"].update(firewall=firewalld([])),
+                   nodes[1]["probe"]["results"][0].update(error="[Errno 111] Connection refused")),
+    # The zone's rules admit the node by a network: the failure is not ours to wait for.
+    lambda nodes: nodes[0]["facts"].update(firewall=firewalld(["172.18.0.0/16"])),
+    # Rules that hold no address cover nothing, and do not break the check.
+    lambda nodes: (nodes[0]["facts"].update(firewall=firewalld(["not-an-address", "172.18.0.3"])),
+                   nodes[1]["probe"]["results"][0].update(error=REJECTED)),
 ])
 def test_a_timeout_from_an_admitted_node_or_to_a_node_without_the_table_and_a_refusal_stay_failures(nodes, change):
     nodes[1]["probe"]["results"][0].update(reachable=False, error="timed out", clock_offset=None)
