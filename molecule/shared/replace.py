@@ -30,8 +30,10 @@ def playbook(inventory, path, *extra, timeout=900):
     return result, changed
 
 
-def renew(scenario, name, inventory):
-    """Replace container `name` of the scenario in directory `scenario` by a fresh one, prepared as at the start."""
+def renew(scenario, name, inventory, new_address=False):
+    """Replace container `name` of the scenario in directory `scenario` by a fresh one, prepared as at the start.
+    Docker gives the new container the address the old one freed; with `new_address`, a container holds that
+    address while the new one is made, which then gets another (as new hardware would)."""
     with open(os.path.join(scenario, "molecule.yml"), encoding="utf-8") as handle:
         config = yaml.safe_load(handle.read().replace("${MOLECULE_PROJECT_DIRECTORY}", ROOT))
     platforms = [platform for platform in config["platforms"] if platform["name"] == name]
@@ -41,10 +43,18 @@ def renew(scenario, name, inventory):
     rules = {key: shared[key] for key in ("llmc_device_cgroup_rules",) if key in shared}
     molecule_yml = {"platforms": platforms, "provisioner": {"inventory": {"group_vars": {"all": rules}}}}
     subprocess.run(["docker", "rm", "-f", name], check=True, capture_output=True)
-    with tempfile.NamedTemporaryFile("w", suffix=".json") as spec:
-        json.dump({"molecule_yml": molecule_yml}, spec)
-        spec.flush()
-        result, _changed = playbook(inventory, os.path.join(SHARED, "create.yml"), "-e", "@" + spec.name)
+    holder = "%s-address-holder" % name
+    if new_address:
+        subprocess.run(["docker", "run", "--detach", "--name", holder, "--network", platforms[0]["networks"][0]["name"],
+                        "--entrypoint", "sleep", platforms[0]["image"], "infinity"], check=True, capture_output=True)
+    try:
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as spec:
+            json.dump({"molecule_yml": molecule_yml}, spec)
+            spec.flush()
+            result, _changed = playbook(inventory, os.path.join(SHARED, "create.yml"), "-e", "@" + spec.name)
+    finally:
+        if new_address:
+            subprocess.run(["docker", "rm", "--force", holder], check=True, capture_output=True)
     assert result.returncode == 0, result.stdout[-3000:]
     prepare = os.path.join(scenario, "prepare.yml")
     if not os.path.exists(prepare):
