@@ -41,8 +41,8 @@ options:
     default: []
   firewalld_zone:
     description:
-      - Where firewalld runs, the zone whose rich rules are read for RV(firewall.members) (the zone the Ray step
-        writes its rules to); empty means firewalld's default zone.
+      - Where firewalld runs, the zone whose rich rules are read for the C(members) of RV(firewall) (the zone
+        the Ray step writes its rules to); empty means firewalld's default zone.
     type: str
     default: ""
 extends_documentation_fragment:
@@ -101,13 +101,13 @@ firewall:
     - What can close the cluster interface. C(firewalld) is true when C(firewalld.service) is active; C(nft) is the
       path of the C(nft) command (searched in C(PATH), C(/usr/sbin) and C(/sbin)), empty when there is none.
     - C(members) lists the addresses (or networks) the node's firewall admits on every port, as the Ray step
-      writes them. With firewalld running (C(members_from) V(firewalld)): the source of each rich rule of
-      O(firewalld_zone) that accepts an address or network with no other condition (C(firewall-cmd
-      --list-rich-rules)); otherwise (V(nftables)) the set C(members) of this collection's own table (C(inet
-      llm_cluster)), read with C(nft -j list set). Null (and C(members_from) null) where neither can be read:
-      no such table (a new node), no C(nft), a zone firewalld does not have. The preflight reads it to tell
-      the members' own rules, which admit a new node only once the Ray step writes them, from a site firewall
-      when a new node cannot reach a member yet.
+      writes them. With firewalld running (C(members_from) is V(firewalld)), the source of each rich rule of
+      O(firewalld_zone) that accepts an address or network with no other condition, read with
+      C(firewall-cmd --list-rich-rules); otherwise (V(nftables)) the set C(members) of this collection's own
+      table C(inet llm_cluster), read with C(nft -j list set). Null (and C(members_from) null) where neither
+      can be read, that is no such table (a new node), no C(nft), or a zone firewalld does not have. The
+      preflight reads it to tell the members' own rules, which admit a new node only once the Ray step
+      writes them, from a site firewall when a new node cannot reach a member yet.
   returned: always
   type: dict
   sample: {"firewalld": false, "nft": "/usr/sbin/nft", "members": ["10.10.0.11", "10.10.0.12"], "members_from": "nftables"}
