@@ -101,11 +101,34 @@ def firewalld_rule(item, port=None):
     return _perimeter.firewalld_rule(_need(item, dict, "firewalld_rule"), port)
 
 
+def firewalld_recorded(text, path):
+    """The [{zone, rule}] entries of the role's record of its firewalld rules ('' when there is none)."""
+    try:
+        return _perimeter.firewalld_recorded(_need(text, str, "firewalld_recorded"), path)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def firewalld_stale(recorded, zone, rules):
+    """The recorded rules that the zone's wanted rules no longer hold."""
+    return _perimeter.firewalld_stale(_need(recorded, list, "firewalld_stale"), zone, _need(rules, list, "firewalld_stale"))
+
+
+def firewalld_record(recorded, zone, rules, keep=True):
+    """The record to write: the wanted rules, and with keep the recorded ones not yet removed."""
+    if keep:
+        return _perimeter.firewalld_union(_need(recorded, list, "firewalld_record"), zone, _need(rules, list, "firewalld_record"))
+    return _perimeter.firewalld_record(zone, _need(rules, list, "firewalld_record"))
+
+
 class FilterModule(object):
     def filters(self):
         return {
             "env_parse": env_parse,
+            "firewalld_record": firewalld_record,
+            "firewalld_recorded": firewalld_recorded,
             "firewalld_rule": firewalld_rule,
+            "firewalld_stale": firewalld_stale,
             "nft_address_sets": nft_address_sets,
             "nft_allow_rules": nft_allow_rules,
             "systemd_environment": systemd_environment,

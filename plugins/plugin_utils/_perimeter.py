@@ -8,6 +8,7 @@ Pure functions, no Ansible imports, so the filters and the unit tests share them
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 
 # A word made only of these needs no quotes in a systemd command line.
@@ -134,3 +135,42 @@ def firewalld_rule(item, port=None):
         parts.append('port port="%s" protocol="%s"' % (port, item.get("protocol") or "tcp"))
     parts.append("accept")
     return " ".join(parts)
+
+
+def firewalld_record(zone, rules):
+    """What the role records of the rich rules it keeps in a zone ('' is firewalld's default zone)."""
+    return {"rules": [{"zone": str(zone or ""), "rule": str(rule)} for rule in sorted(set(rules))]}
+
+
+def firewalld_recorded(text, path):
+    """The [{zone, rule}] entries of a record firewalld_record wrote, from the file's text ('' when the file is
+    missing). Anything else names the file: the rules it listed can then not be told from the site's own."""
+    if not text:
+        return []
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ValueError("%s is not the record of firewalld rules this role writes (%s): remove the rules of members "
+                         "that left by hand (firewall-cmd --list-rich-rules), then the file" % (path, exc))
+    entries = doc.get("rules") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("zone"), str) and isinstance(e.get("rule"), str) and e["rule"]
+            for e in entries):
+        raise ValueError("%s is not the record of firewalld rules this role writes (no list of zone and rule): "
+                         "remove the rules of members that left by hand (firewall-cmd --list-rich-rules), then the file"
+                         % path)
+    return [{"zone": e["zone"], "rule": e["rule"]} for e in entries]
+
+
+def firewalld_stale(recorded, zone, rules):
+    """The recorded entries the zone's wanted rules no longer hold (a member that left, an address changed, another
+    zone), in the record's order."""
+    wanted = firewalld_record(zone, rules)["rules"]
+    return [entry for entry in recorded if entry not in wanted]
+
+
+def firewalld_union(recorded, zone, rules):
+    """A record of what was recorded and what is about to be added: written before any rule is added, so that a
+    run stopped halfway still knows every rule it may have left."""
+    entries = firewalld_record(zone, rules)["rules"]
+    return {"rules": entries + [entry for entry in recorded if entry not in entries]}

@@ -8,6 +8,8 @@ How systemd reads an escaped line back is checked against systemd itself in the 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _perimeter as p
@@ -106,3 +108,46 @@ def test_firewalld_rules():
         'rule family="ipv6" source address="fd00::/8" port port="8000" protocol="tcp" accept'
     assert p.firewalld_rule({"family": None, "address": None, "port": "9100", "protocol": "udp"}) == \
         'rule port port="9100" protocol="udp" accept'
+
+
+MEMBER = 'rule family="ipv4" source address="%s" accept'
+RECORD = "/etc/llm_cluster/ray-firewalld-rules.json"
+
+
+def test_the_firewalld_record_reads_back_what_it_wrote():
+    rules = [MEMBER % "10.0.0.2", MEMBER % "10.0.0.1", MEMBER % "10.0.0.1"]
+    written = json.dumps(p.firewalld_record("", rules))
+    assert p.firewalld_recorded(written, RECORD) == [{"zone": "", "rule": MEMBER % "10.0.0.1"},
+                                                     {"zone": "", "rule": MEMBER % "10.0.0.2"}]
+    # No file yet (a node deployed before the record, or a first deploy): nothing recorded.
+    assert p.firewalld_recorded("", RECORD) == []
+
+
+def test_a_member_that_left_and_a_zone_changed_leave_stale_rules():
+    recorded = p.firewalld_record("", [MEMBER % "10.0.0.1", MEMBER % "10.0.0.3"])["rules"]
+    # 10.0.0.3 was replaced by 10.0.0.9: its rule goes, the kept one stays.
+    assert p.firewalld_stale(recorded, "", [MEMBER % "10.0.0.1", MEMBER % "10.0.0.9"]) == [
+        {"zone": "", "rule": MEMBER % "10.0.0.3"}]
+    # The same rules in another zone: every rule of the old zone goes.
+    assert p.firewalld_stale(recorded, "cluster", [MEMBER % "10.0.0.1", MEMBER % "10.0.0.3"]) == recorded
+    assert p.firewalld_stale(recorded, "", [MEMBER % "10.0.0.3", MEMBER % "10.0.0.1"]) == []
+
+
+def test_the_record_written_before_the_rules_are_added_keeps_those_not_yet_removed():
+    recorded = p.firewalld_record("", [MEMBER % "10.0.0.1", MEMBER % "10.0.0.3"])["rules"]
+    union = p.firewalld_union(recorded, "", [MEMBER % "10.0.0.1", MEMBER % "10.0.0.9"])
+    assert union == {"rules": [{"zone": "", "rule": MEMBER % "10.0.0.1"}, {"zone": "", "rule": MEMBER % "10.0.0.9"},
+                               {"zone": "", "rule": MEMBER % "10.0.0.3"}]}
+    # Nothing changed: the same record as the one written after the rules, so a second run writes nothing.
+    assert p.firewalld_union(recorded, "", [MEMBER % "10.0.0.3", MEMBER % "10.0.0.1"]) == {"rules": recorded}
+
+
+@pytest.mark.parametrize("text", [
+    "not json", "[]", '{"rules": {}}', '{"rules": [{"zone": "", "rule": ""}]}', '{"rules": [{"rule": "x"}]}',
+    '{"rules": [{"zone": null, "rule": "x"}]}', '{"rules": [["", "x"]]}', '{"rules": [{"zone": "", "rule": 7}]}',
+])
+def test_a_record_that_is_not_ours_names_the_file_and_what_to_do(text):
+    with pytest.raises(ValueError) as error:
+        p.firewalld_recorded(text, RECORD)
+    assert str(error.value).startswith("%s is not the record of firewalld rules this role writes" % RECORD)
+    assert "remove the rules of members that left by hand (firewall-cmd --list-rich-rules), then the file" in str(error.value)
