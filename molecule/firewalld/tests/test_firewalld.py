@@ -1,0 +1,168 @@
+# Copyright (c) 2026 aihost.llm_cluster contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The firewalld path on two CPU-only nodes that run Debian's firewalld (1.3.3) from before the first deploy.
+
+The converge (prepare and Ray) passed its preflight although each member's zone rejected the other's probe
+("No route to host": no rule of ours admitted it yet); its second run changed nothing (Molecule's idempotence).
+The tests run in order: what the deploy left, a non-member's scan, check mode, a worker replaced at a new
+address, the teardown.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+
+import pytest
+import testinfra
+
+testinfra_hosts = ["ansible://fwd-master1"]
+
+SCENARIO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+NAMES = ["fwd-master1", "fwd-worker1"]
+UNIT = {"fwd-master1": "llm-cluster-ray-head", "fwd-worker1": "llm-cluster-ray-worker"}
+PY = "/opt/llm_cluster/ray/bin/python"
+AUTH_ENV = "/etc/llm_cluster/ray-auth.env"
+RECORD = "/etc/llm_cluster/ray-firewalld-rules.json"
+MEMBER = 'rule family="ipv4" source address="%s" accept'
+# llm_cluster_client_cidrs (molecule.yml): the API port, on the head only.
+CLIENTS = 'rule family="ipv4" source address="192.0.2.0/24" port port="8000" protocol="tcp" accept'
+_SPEC = importlib.util.spec_from_file_location("perimeter", os.path.join(os.path.dirname(SCENARIO), "shared", "perimeter.py"))
+perimeter = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(perimeter)
+_SPEC = importlib.util.spec_from_file_location("replace", os.path.join(os.path.dirname(SCENARIO), "shared", "replace.py"))
+replace = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(replace)
+
+MARK = "llm_cluster-result: "
+ALIVE = r'''
+import json, sys, ray
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+print("llm_cluster-result: " + json.dumps(sorted(n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"])))
+'''
+
+
+@pytest.fixture(scope="module")
+def nodes():
+    return {name: testinfra.get_host("ansible://%s?ansible_inventory=%s" % (name, INVENTORY)) for name in NAMES}
+
+
+@pytest.fixture(scope="module")
+def addresses(nodes):
+    return {name: node.check_output("ip -4 -o addr show dev eth0").split()[3].split("/")[0] for name, node in nodes.items()}
+
+
+def alive(nodes, addresses):
+    """The addresses of the Ray nodes alive, seen from the head by a driver with the cluster's token."""
+    out = nodes["fwd-master1"].run("set -a; . %s; set +a; runuser -u llm-cluster -- %s - %s:6379 <<'EOF'\n%s\nEOF"
+                                   % (AUTH_ENV, PY, addresses["fwd-master1"], ALIVE))
+    lines = [line[len(MARK):] for line in out.stdout.splitlines() if line.startswith(MARK)]
+    assert out.rc == 0 and lines, (out.stdout[-2000:], out.stderr[-2000:])
+    return json.loads(lines[-1])
+
+
+def rich_rules(node, permanent=False):
+    return sorted(node.check_output("firewall-cmd %s--list-rich-rules" % ("--permanent " if permanent else "")).splitlines())
+
+
+def wanted(name, addresses):
+    """The rich rules of a node's zone: every member on every port, the clients on the head's API port."""
+    return sorted([MEMBER % address for address in addresses.values()] + ([CLIENTS] if name == "fwd-master1" else []))
+
+
+def main_pid(node, unit):
+    return node.check_output("systemctl show -p MainPID --value %s" % unit)
+
+
+def test_ray_formed_behind_firewalld_with_the_guard_bound_to_it(nodes, addresses):
+    for name, node in nodes.items():
+        assert node.check_output("firewall-cmd --state") == "running"
+        assert node.check_output("systemctl is-active llm-cluster-firewall %s" % UNIT[name]).split() == ["active", "active"]
+        guard = node.file("/etc/systemd/system/llm-cluster-firewall.service").content_string
+        assert "BindsTo=firewalld.service" in guard and "ExecStart=/bin/true" in guard
+        # Nothing of this collection's nftables path: firewalld holds the rules.
+        assert node.run("nft list table inet llm_cluster").rc != 0
+    assert alive(nodes, addresses) == sorted(addresses.values())
+
+
+def test_each_zone_admits_the_members_on_every_port_and_the_rules_are_recorded(nodes, addresses):
+    for name, node in nodes.items():
+        want = wanted(name, addresses)
+        assert rich_rules(node) == want and rich_rules(node, permanent=True) == want, name
+        record = node.file(RECORD)
+        assert record.mode == 0o600 and record.user == "root"
+        assert json.loads(record.content_string) == {"rules": [{"rule": rule, "zone": ""} for rule in want]}
+
+
+def test_a_non_member_reaches_no_port_of_ours(nodes, addresses):
+    # Ray listens beyond loopback on both nodes: the head's GCS and client server, each node's raylet.
+    head = nodes["fwd-master1"].check_output("ss -Htln")
+    assert ":6379 " in head and ":10001 " in head
+    for name, node in nodes.items():
+        beyond = [line.split()[3] for line in node.check_output("ss -Htln").splitlines()
+                  if not line.split()[3].startswith(("127.", "[::1]", "[::ffff:127.")) and not line.split()[3].endswith(":22")]
+        assert beyond, (name, node.check_output("ss -Htlnp"))
+    with perimeter.Outsider("llmc-firewalld-outsider", "fwd-master1") as outsider:
+        scan = outsider.scan(addresses.values())
+    for name, address in addresses.items():
+        sshd = nodes[name].run("ss -Htln 'sport = :22'").stdout.strip() != ""
+        # firewalld's public zone keeps its ssh service; it rejects the rest (an ICMP the kernel rate-limits, so
+        # most connects go unanswered), and nothing refuses: no port of ours is reachable.
+        assert scan[address]["open"] == ([22] if sshd else []), (name, scan[address]["open"])
+        assert scan[address]["refused"] == [], (name, scan[address]["refused"][:20])
+        assert set(scan[address]["errors"].values()) <= {"EHOSTUNREACH"}, (name, scan[address]["errors"])
+
+
+def test_check_mode_changes_nothing(nodes):
+    result, changed = replace.playbook(INVENTORY, os.path.join(SCENARIO, "converge.yml"), "--check", "--diff")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert changed == {name: 0 for name in NAMES}, changed
+
+
+def test_a_worker_replaced_at_a_new_address_is_pending_then_admitted_and_the_old_rule_goes(nodes, addresses, tmp_path):
+    # ./deploy.sh replace-node fwd-worker1 fwd-worker1 with the old machine dead: its container removed, a new
+    # one made from the scenario's platform (another container holds the freed address meanwhile) and prepared
+    # as at the start, firewalld running on it.
+    old_address = addresses["fwd-worker1"]
+    head_pid = main_pid(nodes["fwd-master1"], UNIT["fwd-master1"])
+    replace.renew(SCENARIO, "fwd-worker1", INVENTORY, new_address=True)
+    new_address = nodes["fwd-worker1"].check_output("ip -4 -o addr show dev eth0").split()[3].split("/")[0]
+    assert new_address != old_address
+    result, changed = replace.replace_node(INVENTORY, "fwd-worker1", "fwd-worker1", "--tags", "prepare,ray",
+                                           "-e", "llm_cluster_artifacts_dir=%s" % tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:]
+    # The head's zone rejected the new address's probe ("No route to host"): pending, not a site firewall.
+    with open(os.path.join(str(tmp_path), "preflight-fwd-worker1.json"), encoding="utf-8") as handle:
+        reachability = [(c["ok"], c["detail"]) for c in json.load(handle)["checks"] if c["check"] == "reachability"]
+    assert reachability == [(True, "reaches 0 peer(s) on port 6379; not yet fwd-master1, whose firewall admits this "
+                                   "node's %s only once the Ray step writes its rules (Ray's join then proves the "
+                                   "path)" % new_address)]
+    addresses["fwd-worker1"] = new_address
+    # Both zones admit the head and the new address; on the head the old address's rule was removed (runtime
+    # and permanent) because its record listed it, and the record follows.
+    removed = [line for line in result.stdout.splitlines() if line.startswith("changed: [fwd-master1]")
+               and 'source address="%s" accept' % old_address in line]
+    assert len(removed) == 1 and "default zone" in removed[0], removed
+    for name, node in nodes.items():
+        want = wanted(name, addresses)
+        assert rich_rules(node) == want and rich_rules(node, permanent=True) == want, name
+        assert [entry["rule"] for entry in json.loads(node.file(RECORD).content_string)["rules"]] == want
+    # The head's Ray kept running.
+    assert main_pid(nodes["fwd-master1"], UNIT["fwd-master1"]) == head_pid
+    assert alive(nodes, addresses) == sorted(addresses.values())
+
+
+def test_teardown_removes_every_rule_it_added_and_leaves_firewalld_running(nodes):
+    result, changed = replace.playbook(INVENTORY, os.path.join(replace.ROOT, "playbooks", "teardown.yml"),
+                                       "--tags", "ray")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert all(changed[name] > 0 for name in NAMES), changed
+    for node in nodes.values():
+        assert rich_rules(node) == [] and rich_rules(node, permanent=True) == []
+        assert not node.file(RECORD).exists
+        assert node.run("pgrep -f '[/]opt/llm_cluster/ray/'").rc == 1
+        assert node.check_output("firewall-cmd --state") == "running"
+    again, changed = replace.playbook(INVENTORY, os.path.join(replace.ROOT, "playbooks", "teardown.yml"), "--tags", "ray")
+    assert again.returncode == 0 and changed == {name: 0 for name in NAMES}, changed
