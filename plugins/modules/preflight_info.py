@@ -108,9 +108,13 @@ firewall:
       can be read, that is no such table (a new node), no C(nft), or a zone firewalld does not have. The
       preflight reads it to tell the members' own rules, which admit a new node only once the Ray step
       writes them, from a site firewall when a new node cannot reach a member yet.
+    - C(error) says why firewalld's rules could not be listed (a zone firewalld does not have, no
+      C(firewall-cmd)), with firewall-cmd's message; null otherwise. The preflight fails on it, naming
+      O(firewalld_zone)'s variable.
   returned: always
   type: dict
-  sample: {"firewalld": false, "nft": "/usr/sbin/nft", "members": ["10.10.0.11", "10.10.0.12"], "members_from": "nftables"}
+  sample: {"firewalld": false, "nft": "/usr/sbin/nft", "members": ["10.10.0.11", "10.10.0.12"], "members_from": "nftables",
+           "error": null}
 clock:
   description: The node's clock in seconds since the epoch.
   returned: always
@@ -240,26 +244,34 @@ def rich_rule_sources(text):
 
 
 def firewalld_members(module, zone):
-    """The sources the zone's rich rules accept on every port; None when firewall-cmd cannot list them."""
+    """(the sources the zone's rich rules accept on every port, None) or (None, why firewall-cmd could not list
+    them)."""
     command = module.get_bin_path("firewall-cmd", opt_dirs=["/usr/bin", "/usr/sbin", "/bin", "/sbin"])
     if not command:
-        return None
+        return None, "firewalld runs but there is no firewall-cmd command"
     argv = [command] + (["--zone=%s" % zone] if zone else []) + ["--list-rich-rules"]
-    rc, out, _err = module.run_command(argv, environ_update=LOCALE)
-    return rich_rule_sources(out) if rc == 0 else None
+    rc, out, err = module.run_command(argv, environ_update=LOCALE)
+    if rc != 0:
+        return None, "%s: %s" % (" ".join(["firewall-cmd"] + argv[1:]), (err or out).strip() or "exit status %d" % rc)
+    return rich_rule_sources(out), None
 
 
 def firewall_facts(module, zone=""):
     """Whether firewalld runs, where the nft command is ("" when there is none), and the members the node's
-    firewall admits: firewalld's rich rules where it runs, else this collection's own table (None without)."""
+    firewall admits: firewalld's rich rules where it runs, else this collection's own table (None without);
+    ``error`` says why firewalld's rules could not be read."""
     systemctl = module.get_bin_path("systemctl")
     firewalld = False
     if systemctl:
         rc, _out, _err = module.run_command([systemctl, "is-active", "--quiet", "firewalld.service"], environ_update=LOCALE)
         firewalld = rc == 0
     nft = module.get_bin_path("nft", opt_dirs=["/usr/sbin", "/sbin"]) or ""
-    members, members_from = (firewalld_members(module, zone), "firewalld") if firewalld else (own_members(module, nft), "nftables")
-    return {"firewalld": firewalld, "nft": nft, "members": members, "members_from": members_from if members is not None else None}
+    if firewalld:
+        (members, error), members_from = firewalld_members(module, zone), "firewalld"
+    else:
+        (members, error), members_from = (own_members(module, nft), None), "nftables"
+    return {"firewalld": firewalld, "nft": nft, "members": members,
+            "members_from": members_from if members is not None else None, "error": error}
 
 
 def build_module():

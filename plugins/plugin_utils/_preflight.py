@@ -433,6 +433,11 @@ def firewall_gaps(nodes, mode):
             gaps.append("%s: llm_cluster_firewall is nftables but there is no nft command; install nftables" % host)
         elif mode == "firewalld" and not firewalld:
             gaps.append("%s: llm_cluster_firewall is firewalld but firewalld is not running; start it" % host)
+        elif mode in ("auto", "firewalld") and firewalld and found.get("error"):
+            # The Ray step would fail on the same zone after the prepare step changed the node.
+            gaps.append("%s: firewalld cannot list the rich rules of the zone the Ray step writes to (%s); set "
+                        "ray_cluster_firewalld_zone to one of the node's zones (firewall-cmd --get-zones), or leave it "
+                        "empty for firewalld's default zone" % (host, found["error"]))
     return gaps
 
 

@@ -4,8 +4,8 @@
 
 The converge (prepare and Ray) passed its preflight although each member's zone rejected the other's probe
 ("No route to host": no rule of ours admitted it yet); its second run changed nothing (Molecule's idempotence).
-The tests run in order: what the deploy left, a non-member's scan, check mode, a worker replaced at a new
-address, the teardown.
+The tests run in order: what the deploy left, a non-member's scan, check mode, a zone firewalld does not have,
+a worker replaced at a new address, the teardown.
 """
 
 from __future__ import annotations
@@ -119,6 +119,22 @@ def test_check_mode_changes_nothing(nodes):
     result, changed = replace.playbook(INVENTORY, os.path.join(SCENARIO, "converge.yml"), "--check", "--diff")
     assert result.returncode == 0, result.stdout[-3000:]
     assert changed == {name: 0 for name in NAMES}, changed
+
+
+def test_a_zone_firewalld_does_not_have_fails_the_preflight_naming_it_before_any_change(nodes, addresses):
+    zone = "llmc-nosuch; reboot"
+    result, changed = replace.playbook(INVENTORY, os.path.join(SCENARIO, "converge.yml"),
+                                       "-e", json.dumps({"ray_cluster_firewalld_zone": zone}))
+    output = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert "No firewall the Ray step can close the cluster interface with; nothing was changed:" in output
+    for name in NAMES:
+        assert ("%s: firewalld cannot list the rich rules of the zone the Ray step writes to (firewall-cmd "
+                "--zone=%s --list-rich-rules: Error: INVALID_ZONE: %s); set ray_cluster_firewalld_zone" % (name, zone, zone)) \
+            in output, output[-3000:]
+    assert changed == {name: 0 for name in NAMES}, changed
+    for name, node in nodes.items():
+        assert rich_rules(node) == wanted(name, addresses)
 
 
 def test_a_worker_replaced_at_a_new_address_is_pending_then_admitted_and_the_old_rule_goes(nodes, addresses, tmp_path):

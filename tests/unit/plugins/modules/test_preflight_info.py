@@ -156,10 +156,11 @@ def firewall_module(active_rc, nft, nft_answer=(1, "", ""), firewall_cmd_answer=
 
 @pytest.mark.parametrize("active_rc, nft, expected", [
     # firewalld runs: its zone's rich rules are what admits a member (here none can be listed).
-    (0, "/usr/sbin/nft", {"firewalld": True, "nft": "/usr/sbin/nft", "members": None, "members_from": None}),
+    (0, "/usr/sbin/nft", {"firewalld": True, "nft": "/usr/sbin/nft", "members": None, "members_from": None,
+                          "error": "firewall-cmd --list-rich-rules: FirewallD is not running"}),
     # systemctl is-active exits 3 for an inactive or unknown unit.
-    (3, None, {"firewalld": False, "nft": "", "members": None, "members_from": None}),
-    (4, "/sbin/nft", {"firewalld": False, "nft": "/sbin/nft", "members": None, "members_from": None}),
+    (3, None, {"firewalld": False, "nft": "", "members": None, "members_from": None, "error": None}),
+    (4, "/sbin/nft", {"firewalld": False, "nft": "/sbin/nft", "members": None, "members_from": None, "error": None}),
 ])
 def test_firewall_is_a_running_firewalld_or_the_nft_command(active_rc, nft, expected):
     module = firewall_module(active_rc, nft, (1, capture("nft-json-list-set-no-table.txt"),
@@ -171,7 +172,8 @@ def test_firewall_is_a_running_firewalld_or_the_nft_command(active_rc, nft, expe
 def test_no_systemctl_means_no_firewalld():
     module = MagicMock()
     module.get_bin_path.side_effect = lambda name, opt_dirs=None: None
-    assert preflight_info.firewall_facts(module) == {"firewalld": False, "nft": "", "members": None, "members_from": None}
+    assert preflight_info.firewall_facts(module) == {"firewalld": False, "nft": "", "members": None, "members_from": None,
+                                                     "error": None}
     assert module.run_command.call_count == 0
 
 
@@ -197,7 +199,7 @@ def test_with_firewalld_the_members_are_the_sources_its_zone_accepts_on_every_po
     module = firewall_module(0, "/usr/sbin/nft", firewall_cmd_answer=(0, capture("firewall-cmd-list-rich-rules.txt"), ""))
     assert preflight_info.firewall_facts(module, "trusted-cluster") == {
         "firewalld": True, "nft": "/usr/sbin/nft", "members": ["10.20.0.0/16", "172.19.0.2", "172.19.0.9", "fd00:20::/64"],
-        "members_from": "firewalld"}
+        "members_from": "firewalld", "error": None}
     assert module.run_command.call_args_list[-1][0][0] == ["/usr/bin/firewall-cmd", "--zone=trusted-cluster", "--list-rich-rules"]
     # No zone: firewalld's default zone, as the Ray step's rules without ray_cluster_firewalld_zone.
     module = firewall_module(0, "/usr/sbin/nft", firewall_cmd_answer=(0, capture("firewall-cmd-list-rich-rules-empty.txt"), ""))
@@ -205,10 +207,18 @@ def test_with_firewalld_the_members_are_the_sources_its_zone_accepts_on_every_po
     assert module.run_command.call_args_list[-1][0][0] == ["/usr/bin/firewall-cmd", "--list-rich-rules"]
 
 
-def test_a_zone_firewalld_does_not_have_gives_no_members():
+def test_a_zone_firewalld_does_not_have_gives_no_members_and_firewall_cmd_s_message():
     module = firewall_module(0, "/usr/sbin/nft", firewall_cmd_answer=(
         112, capture("firewall-cmd-list-rich-rules-invalid-zone.txt"), capture("firewall-cmd-list-rich-rules-invalid-zone.stderr.txt")))
-    assert preflight_info.firewall_facts(module, "nosuch")["members"] is None
+    facts = preflight_info.firewall_facts(module, "nosuch")
+    assert facts["members"] is None and facts["members_from"] is None
+    assert facts["error"] == "firewall-cmd --zone=nosuch --list-rich-rules: Error: INVALID_ZONE: nosuch"
+
+
+def test_firewalld_without_its_command_says_so():
+    module = firewall_module(0, "/usr/sbin/nft")
+    module.get_bin_path.side_effect = lambda name, opt_dirs=None: {"systemctl": "/usr/bin/systemctl"}.get(name)
+    assert preflight_info.firewall_facts(module)["error"] == "firewalld runs but there is no firewall-cmd command"
 
 
 @pytest.mark.parametrize("line, expected", [

@@ -344,6 +344,24 @@ def test_firewall_gaps_name_each_node_without_the_firewall_the_mode_needs(mode, 
         assert "set llm_cluster_firewall: none" in gaps[0]
 
 
+def test_a_firewalld_zone_that_cannot_be_listed_is_named_with_its_variable():
+    from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._preflight import firewall_gaps
+    # What preflight_info reports for ray_cluster_firewalld_zone: nosuch (firewall-cmd's own message, captured).
+    error = "firewall-cmd --zone=nosuch --list-rich-rules: Error: INVALID_ZONE: nosuch"
+    nodes = [{"host": "a", "facts": {"firewall": {"firewalld": True, "nft": "", "members": None, "error": error}}},
+             {"host": "b", "facts": {"firewall": {"firewalld": True, "nft": "", "members": [], "error": None}}}]
+    for mode in ("auto", "firewalld"):
+        assert firewall_gaps(nodes, mode) == [
+            "a: firewalld cannot list the rich rules of the zone the Ray step writes to (%s); set "
+            "ray_cluster_firewalld_zone to one of the node's zones (firewall-cmd --get-zones), or leave it empty for "
+            "firewalld's default zone" % error]
+    # nftables does not read the zone; none reads nothing.
+    assert firewall_gaps(nodes, "nftables") == ["a: llm_cluster_firewall is nftables but there is no nft command; "
+                                                "install nftables", "b: llm_cluster_firewall is nftables but there is "
+                                                "no nft command; install nftables"]
+    assert firewall_gaps(nodes, "none") == []
+
+
 @pytest.mark.parametrize("source, name, value, selects", [
     ("prepare_env_extra", "GLOO_SOCKET_IFNAME", "enp67s0f0np0", "enp67s0f0np0"),
     ("serve_environment", "NCCL_SOCKET_IFNAME", "^lo,docker", "enp67s0f0np0, ib0"),
