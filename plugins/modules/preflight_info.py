@@ -111,10 +111,14 @@ firewall:
     - C(error) says why firewalld's rules could not be listed (a zone firewalld does not have, no
       C(firewall-cmd)), with firewall-cmd's message; null otherwise. The preflight fails on it, naming
       O(firewalld_zone)'s variable.
+    - With firewalld running, C(zone) is the zone the rules go to (O(firewalld_zone), or firewalld's default
+      zone) and C(interface_zone) the zone that takes the cluster interface's traffic (the zone it is bound
+      to, or the default zone); both null without firewalld. The preflight fails a node where they differ,
+      since the Ray step's rules would not apply to the cluster's traffic.
   returned: always
   type: dict
   sample: {"firewalld": false, "nft": "/usr/sbin/nft", "members": ["10.10.0.11", "10.10.0.12"], "members_from": "nftables",
-           "error": null}
+           "error": null, "zone": null, "interface_zone": null}
 clock:
   description: The node's clock in seconds since the epoch.
   returned: always
@@ -256,22 +260,42 @@ def firewalld_members(module, zone):
     return rich_rule_sources(out), None
 
 
-def firewall_facts(module, zone=""):
+def firewalld_zones(module, zone, interface):
+    """(the zone the rules go to, the zone of the interface's traffic): each resolved to firewalld's default zone
+    where none is named or bound; None where firewall-cmd cannot say."""
+    command = module.get_bin_path("firewall-cmd", opt_dirs=["/usr/bin", "/usr/sbin", "/bin", "/sbin"])
+    if not command:
+        return None, None
+    rc, out, _err = module.run_command([command, "--get-default-zone"], environ_update=LOCALE)
+    default = out.strip() if rc == 0 and out.strip() else None
+    bound = None
+    if interface:
+        # Exit status 2 and "no zone" on stderr for an interface bound to none: the default zone takes its traffic.
+        rc, out, _err = module.run_command([command, "--get-zone-of-interface=%s" % interface], environ_update=LOCALE)
+        bound = out.strip() if rc == 0 and out.strip() else None
+    return zone or default, bound or default
+
+
+def firewall_facts(module, zone="", interface=""):
     """Whether firewalld runs, where the nft command is ("" when there is none), and the members the node's
     firewall admits: firewalld's rich rules where it runs, else this collection's own table (None without);
-    ``error`` says why firewalld's rules could not be read."""
+    ``error`` says why firewalld's rules could not be read. With firewalld, ``zone`` is the zone the rules go to
+    and ``interface_zone`` the zone of the cluster interface's traffic."""
     systemctl = module.get_bin_path("systemctl")
     firewalld = False
     if systemctl:
         rc, _out, _err = module.run_command([systemctl, "is-active", "--quiet", "firewalld.service"], environ_update=LOCALE)
         firewalld = rc == 0
     nft = module.get_bin_path("nft", opt_dirs=["/usr/sbin", "/sbin"]) or ""
+    rules_zone = interface_zone = None
     if firewalld:
         (members, error), members_from = firewalld_members(module, zone), "firewalld"
+        rules_zone, interface_zone = firewalld_zones(module, zone, interface)
     else:
         (members, error), members_from = (own_members(module, nft), None), "nftables"
     return {"firewalld": firewalld, "nft": nft, "members": members,
-            "members_from": members_from if members is not None else None, "error": error}
+            "members_from": members_from if members is not None else None, "error": error,
+            "zone": rules_zone, "interface_zone": interface_zone}
 
 
 def build_module():
@@ -290,15 +314,16 @@ def build_module():
 def main():
     module = build_module()
     listeners = listening_ports()
+    interface = interface_facts(module, module.params["interface"], module.params["head_address"])
     module.exit_json(
         changed=False,
         kernel=platform.release(),
         python_version=platform.python_version(),
         memory=read_meminfo(),
         model=model_facts(module.params["model_path"]),
-        interface=interface_facts(module, module.params["interface"], module.params["head_address"]),
+        interface=interface,
         ports=[{"port": p, "free": p not in listeners, "owners": listeners.get(p, [])} for p in module.params["ports"]],
-        firewall=firewall_facts(module, module.params["firewalld_zone"]),
+        firewall=firewall_facts(module, module.params["firewalld_zone"], interface.get("name") or ""),
         clock=time.time(),
     )
 

@@ -438,6 +438,12 @@ def firewall_gaps(nodes, mode):
             gaps.append("%s: firewalld cannot list the rich rules of the zone the Ray step writes to (%s); set "
                         "ray_cluster_firewalld_zone to one of the node's zones (firewall-cmd --get-zones), or leave it "
                         "empty for firewalld's default zone" % (host, found["error"]))
+        elif mode in ("auto", "firewalld") and firewalld and found.get("zone") and found.get("interface_zone") \
+                and found["zone"] != found["interface_zone"]:
+            interface = ((node.get("facts") or {}).get("interface") or {}).get("name") or "the cluster interface"
+            gaps.append("%s: %s is in firewalld zone %s, but the Ray step would write its rules to zone %s, which does "
+                        "not see that interface's traffic; set ray_cluster_firewalld_zone: %s"
+                        % (host, interface, found["interface_zone"], found["zone"], found["interface_zone"]))
     return gaps
 
 

@@ -5,7 +5,7 @@
 The converge (prepare and Ray) passed its preflight although each member's zone rejected the other's probe
 ("No route to host": no rule of ours admitted it yet); its second run changed nothing (Molecule's idempotence).
 The tests run in order: what the deploy left, a non-member's scan, check mode, a zone firewalld does not have,
-a worker replaced at a new address, the teardown.
+a cluster interface in another zone than the rules, a worker replaced at a new address, the teardown.
 """
 
 from __future__ import annotations
@@ -72,6 +72,11 @@ def wanted(name, addresses):
     return sorted([MEMBER % address for address in addresses.values()] + ([CLIENTS] if name == "fwd-master1" else []))
 
 
+def failure_text(result):
+    """A run's output on one line, the quotes of Ansible's YAML message lists undone (an apostrophe is doubled)."""
+    return " ".join(result.stdout.replace("''", "'").split())
+
+
 def main_pid(node, unit):
     return node.check_output("systemctl show -p MainPID --value %s" % unit)
 
@@ -125,7 +130,7 @@ def test_a_zone_firewalld_does_not_have_fails_the_preflight_naming_it_before_any
     zone = "llmc-nosuch; reboot"
     result, changed = replace.playbook(INVENTORY, os.path.join(SCENARIO, "converge.yml"),
                                        "-e", json.dumps({"ray_cluster_firewalld_zone": zone}))
-    output = " ".join(result.stdout.split())
+    output = failure_text(result)
     assert result.returncode != 0
     assert "No firewall the Ray step can close the cluster interface with; nothing was changed:" in output
     for name in NAMES:
@@ -135,6 +140,24 @@ def test_a_zone_firewalld_does_not_have_fails_the_preflight_naming_it_before_any
     assert changed == {name: 0 for name in NAMES}, changed
     for name, node in nodes.items():
         assert rich_rules(node) == wanted(name, addresses)
+
+
+def test_a_cluster_interface_in_another_zone_fails_the_preflight_naming_the_zone_to_set(nodes, addresses):
+    # As NetworkManager binds a connection to a zone: the worker's eth0 taken by the internal zone (runtime only),
+    # where the rules of the Ray step, in the default zone, do not apply. The worker is replaced next.
+    worker = nodes["fwd-worker1"]
+    worker.check_output("firewall-cmd --zone=internal --change-interface=eth0")
+    try:
+        result, changed = replace.playbook(INVENTORY, os.path.join(SCENARIO, "converge.yml"))
+    finally:
+        worker.check_output("firewall-cmd --zone=internal --remove-interface=eth0")
+    output = failure_text(result)
+    assert result.returncode != 0
+    assert "No firewall the Ray step can close the cluster interface with; nothing was changed:" in output
+    assert ("fwd-worker1: eth0 is in firewalld zone internal, but the Ray step would write its rules to zone public, "
+            "which does not see that interface's traffic; set ray_cluster_firewalld_zone: internal") in output, output[-3000:]
+    assert "fwd-master1: eth0 is in firewalld zone" not in output
+    assert changed == {name: 0 for name in NAMES}, changed
 
 
 def test_a_worker_replaced_at_a_new_address_is_pending_then_admitted_and_the_old_rule_goes(nodes, addresses, tmp_path):

@@ -143,24 +143,57 @@ def capture(name):
         return handle.read()
 
 
-def firewall_module(active_rc, nft, nft_answer=(1, "", ""), firewall_cmd_answer=(252, "", "FirewallD is not running\n")):
+def firewall_module(active_rc, nft, nft_answer=(1, "", ""), firewall_cmd_answer=(252, "", "FirewallD is not running\n"),
+                    zones=None):
     """systemctl answers is-active with ``active_rc``; nft (at ``nft``) answers ``nft_answer``, firewall-cmd
-    ``firewall_cmd_answer``."""
+    ``--list-rich-rules`` ``firewall_cmd_answer`` and its zone queries ``zones`` ({option: answer})."""
     module = MagicMock()
     paths = {"systemctl": "/usr/bin/systemctl", "nft": nft, "firewall-cmd": "/usr/bin/firewall-cmd"}
     module.get_bin_path.side_effect = lambda name, opt_dirs=None: paths[name]
-    answers = {"/usr/bin/systemctl": (active_rc, "", ""), "/usr/bin/firewall-cmd": firewall_cmd_answer}
-    module.run_command.side_effect = lambda argv, **kwargs: answers.get(argv[0], nft_answer)
+
+    def answer(argv, **kwargs):
+        if argv[0] == "/usr/bin/systemctl":
+            return active_rc, "", ""
+        if argv[0] == "/usr/bin/firewall-cmd":
+            if argv[-1] == "--list-rich-rules":
+                return firewall_cmd_answer
+            return (zones or {}).get(argv[-1].split("=")[0], (252, "", "FirewallD is not running\n"))
+        return nft_answer
+    module.run_command.side_effect = answer
     return module
+
+
+# firewalld 1.3.3's answers (tests/fixtures/system/README.md).
+DEFAULT_ZONE = {"--get-default-zone": (0, capture("firewall-cmd-get-default-zone.txt"), "")}
+UNBOUND = {"--get-zone-of-interface": (2, capture("firewall-cmd-get-zone-of-interface-unbound.txt"),
+                                       capture("firewall-cmd-get-zone-of-interface-unbound.stderr.txt"))}
+INTERNAL = {"--get-zone-of-interface": (0, capture("firewall-cmd-get-zone-of-interface-internal.txt"), "")}
+
+
+@pytest.mark.parametrize("zone, bound, expected", [
+    # Neither named nor bound: the default zone holds the rules and takes the interface's traffic.
+    ("", UNBOUND, ("public", "public")),
+    ("trusted", UNBOUND, ("trusted", "public")),
+    ("", INTERNAL, ("public", "internal")),
+    ("internal", INTERNAL, ("internal", "internal")),
+])
+def test_with_firewalld_the_rules_zone_and_the_cluster_interface_s_zone_are_read(zone, bound, expected):
+    module = firewall_module(0, "/usr/sbin/nft", firewall_cmd_answer=(0, "", ""), zones=dict(DEFAULT_ZONE, **bound))
+    facts = preflight_info.firewall_facts(module, zone, "eth0")
+    assert (facts["zone"], facts["interface_zone"]) == expected
+    assert ["/usr/bin/firewall-cmd", "--get-zone-of-interface=eth0"] in [c[0][0] for c in module.run_command.call_args_list]
 
 
 @pytest.mark.parametrize("active_rc, nft, expected", [
     # firewalld runs: its zone's rich rules are what admits a member (here none can be listed).
     (0, "/usr/sbin/nft", {"firewalld": True, "nft": "/usr/sbin/nft", "members": None, "members_from": None,
-                          "error": "firewall-cmd --list-rich-rules: FirewallD is not running"}),
+                          "error": "firewall-cmd --list-rich-rules: FirewallD is not running", "zone": None,
+                          "interface_zone": None}),
     # systemctl is-active exits 3 for an inactive or unknown unit.
-    (3, None, {"firewalld": False, "nft": "", "members": None, "members_from": None, "error": None}),
-    (4, "/sbin/nft", {"firewalld": False, "nft": "/sbin/nft", "members": None, "members_from": None, "error": None}),
+    (3, None, {"firewalld": False, "nft": "", "members": None, "members_from": None, "error": None, "zone": None,
+               "interface_zone": None}),
+    (4, "/sbin/nft", {"firewalld": False, "nft": "/sbin/nft", "members": None, "members_from": None, "error": None,
+                      "zone": None, "interface_zone": None}),
 ])
 def test_firewall_is_a_running_firewalld_or_the_nft_command(active_rc, nft, expected):
     module = firewall_module(active_rc, nft, (1, capture("nft-json-list-set-no-table.txt"),
@@ -173,7 +206,7 @@ def test_no_systemctl_means_no_firewalld():
     module = MagicMock()
     module.get_bin_path.side_effect = lambda name, opt_dirs=None: None
     assert preflight_info.firewall_facts(module) == {"firewalld": False, "nft": "", "members": None, "members_from": None,
-                                                     "error": None}
+                                                     "error": None, "zone": None, "interface_zone": None}
     assert module.run_command.call_count == 0
 
 
@@ -199,12 +232,12 @@ def test_with_firewalld_the_members_are_the_sources_its_zone_accepts_on_every_po
     module = firewall_module(0, "/usr/sbin/nft", firewall_cmd_answer=(0, capture("firewall-cmd-list-rich-rules.txt"), ""))
     assert preflight_info.firewall_facts(module, "trusted-cluster") == {
         "firewalld": True, "nft": "/usr/sbin/nft", "members": ["10.20.0.0/16", "172.19.0.2", "172.19.0.9", "fd00:20::/64"],
-        "members_from": "firewalld", "error": None}
-    assert module.run_command.call_args_list[-1][0][0] == ["/usr/bin/firewall-cmd", "--zone=trusted-cluster", "--list-rich-rules"]
+        "members_from": "firewalld", "error": None, "zone": "trusted-cluster", "interface_zone": None}
+    assert ["/usr/bin/firewall-cmd", "--zone=trusted-cluster", "--list-rich-rules"] in [c[0][0] for c in module.run_command.call_args_list]
     # No zone: firewalld's default zone, as the Ray step's rules without ray_cluster_firewalld_zone.
     module = firewall_module(0, "/usr/sbin/nft", firewall_cmd_answer=(0, capture("firewall-cmd-list-rich-rules-empty.txt"), ""))
     assert preflight_info.firewall_facts(module)["members"] == []
-    assert module.run_command.call_args_list[-1][0][0] == ["/usr/bin/firewall-cmd", "--list-rich-rules"]
+    assert ["/usr/bin/firewall-cmd", "--list-rich-rules"] in [c[0][0] for c in module.run_command.call_args_list]
 
 
 def test_a_zone_firewalld_does_not_have_gives_no_members_and_firewall_cmd_s_message():

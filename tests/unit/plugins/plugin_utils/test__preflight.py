@@ -362,6 +362,19 @@ def test_a_firewalld_zone_that_cannot_be_listed_is_named_with_its_variable():
     assert firewall_gaps(nodes, "none") == []
 
 
+def test_a_cluster_interface_in_another_zone_than_the_rules_is_named_with_the_zone_to_set():
+    from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._preflight import firewall_gaps
+
+    def node(host, zone, interface_zone):
+        return {"host": host, "facts": {"interface": {"name": "enp67s0f0np0"}, "firewall": {
+            "firewalld": True, "nft": "", "members": [], "error": None, "zone": zone, "interface_zone": interface_zone}}}
+    nodes = [node("a", "public", "internal"), node("b", "public", "public"), node("c", None, None)]
+    assert firewall_gaps(nodes, "auto") == firewall_gaps(nodes, "firewalld") == [
+        "a: enp67s0f0np0 is in firewalld zone internal, but the Ray step would write its rules to zone public, which "
+        "does not see that interface's traffic; set ray_cluster_firewalld_zone: internal"]
+    assert firewall_gaps(nodes, "none") == []
+
+
 @pytest.mark.parametrize("source, name, value, selects", [
     ("prepare_env_extra", "GLOO_SOCKET_IFNAME", "enp67s0f0np0", "enp67s0f0np0"),
     ("serve_environment", "NCCL_SOCKET_IFNAME", "^lo,docker", "enp67s0f0np0, ib0"),
