@@ -235,6 +235,37 @@ body = json.loads(sys.argv[1])
 assert body["usage"]["completion_tokens"] == 4 and body["choices"][0]["finish_reason"] == "length", body
 PY
 
+# A fresh machine in the worker's place under the data-parallel engine (docs/node-replacement.md): the
+# worker's container removed, as a server that died is gone, then `./deploy.sh demo` starts a new, empty
+# container of the same name and one run deploys it (Ray, the engine from the wheelhouse, the model from the
+# head). A headless rank joins the API node's engine only when both start, so the run restarts the engine as
+# a group, the API node's first (it names the fresh worker as the reason); the head's Ray keeps its PID, and
+# each rank, asked by number, answers a completion.
+ray_head_pid() { docker exec llmc-demo-master systemctl show --property MainPID --value llm-cluster-ray-head.service; }
+ray_kept="$(ray_head_pid)"
+head_engine="$(docker exec llmc-demo-master systemctl show --property MainPID --value llm-cluster-engine.service)"
+docker rm --force llmc-demo-worker >/dev/null || fail "cannot remove the worker's container"
+verbose replace-dp ./deploy.sh demo || fail "./deploy.sh demo with a fresh worker under the dp engine exited non-zero"
+recap="$(grep -E '^llmc-demo-(master|worker) +: ok=' "$WORK/replace-dp.log")"
+grep -Eq '^llmc-demo-worker +: ok=[0-9]+ +changed=[1-9]' <<<"$recap" || fail "the fresh worker was not deployed: $recap"
+grep -q 'The dp engine restarts as a group: llmc-demo-worker' "$WORK/replace-dp.log" ||
+  fail "the run did not name the fresh worker as the reason for the group restart"
+[ "$(ray_head_pid)" = "$ray_kept" ] || fail "the fresh worker restarted the head's Ray: $ray_kept -> $(ray_head_pid)"
+head_engine_after="$(docker exec llmc-demo-master systemctl show --property MainPID --value llm-cluster-engine.service)"
+[ "$head_engine_after" != "$head_engine" ] ||
+  fail "the API node's engine kept its PID $head_engine: the fresh worker's rank cannot have joined it"
+for rank in 0 1; do
+  answer="$(curl -s --max-time 120 "http://127.0.0.1:$PORT/v1/completions" -H @<(printf 'Authorization: Bearer %s\n' "$key") \
+    -H "X-data-parallel-rank: $rank" -H 'Content-Type: application/json' \
+    -d '{"model": "tiny", "prompt": "Hello", "max_tokens": 4, "ignore_eos": true}')"
+  python3 - "$answer" <<'PY' || fail "rank $rank did not answer after the fresh worker's deploy: $answer"
+import json, sys
+body = json.loads(sys.argv[1])
+assert body["usage"]["completion_tokens"] == 4 and body["choices"][0]["finish_reason"] == "length", body
+PY
+done
+echo "demo check: a fresh worker under the dp engine deployed in one run: the engine restarted as a group (API node $head_engine -> $head_engine_after), the head's Ray kept, both ranks answered"
+
 # The replicas topology on the same two nodes (docs/serving-groups.md): each node's engine on its own
 # address, vLLM's router on the head's loopback, the key-checking front on the API port.
 LLM_CLUSTER_DEMO_TOPOLOGY=replicas verbose replicas ./deploy.sh demo ||
