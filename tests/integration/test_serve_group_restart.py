@@ -29,7 +29,7 @@ DP = {"master1": "api", "worker1": "headless", "worker2": "headless"}
 RAY = {"master1": "api", "worker1": "ray-worker", "worker2": "ray-worker"}
 REPLICAS = {"master1": "replica", "worker1": "replica", "worker2": "replica"}
 
-# case: (topology, each node's role in the plan, each node's serving group, each node's facts)
+# case: (topology, each node's role in the plan, each node's serving group, each node's facts[, replace_node_new])
 CASES = {
     "dp-new-rank": ("dp", DP, {}, {"master1": {"__serve_engine_changed": False},
                                    "worker1": {"__serve_engine_changed": False},
@@ -51,6 +51,12 @@ CASES = {
                          "worker2": {"common_unit_follower_changed": {"ray": True}}}),
     "replicas": ("replicas", REPLICAS, {}, {name: {"__serve_engine_changed": True,
                                                    "common_unit_follower_changed": {"ray": True}} for name in ROLES}),
+    # ./deploy.sh replace-node run again after a stop: nothing new on the node, the group restarts anyway.
+    "dp-replaced-again": ("dp", DP, {}, {name: {"__serve_engine_changed": False} for name in ROLES}, "worker1"),
+    "ray-replaced-again": ("ray", RAY, {}, {"master1": {"common_unit_leader_changed": {"ray": False}},
+                                            "worker1": {"common_unit_follower_changed": {"ray": False}},
+                                            "worker2": {"common_unit_follower_changed": {"ray": False}}}, "worker2"),
+    "replicas-replaced": ("replicas", REPLICAS, {}, {}, "worker1"),
 }
 
 
@@ -63,7 +69,7 @@ def seen(tmp_path_factory):
     """{case: {role: {"hosts": [roles], "changed": bool}}} from one run over every case."""
     out = tmp_path_factory.mktemp("serve-group")
     children, plays = {}, []
-    for case, (topology, roles, groups, facts) in CASES.items():
+    for case, (topology, roles, groups, facts, *replaced) in CASES.items():
         hosts = {host(case, role): dict({"ansible_python_interpreter": sys.executable}, **facts.get(role, {}))
                  for role in ROLES}
         children[case + "_masters"] = {"hosts": {host(case, "master1"): hosts[host(case, "master1")]}}
@@ -77,7 +83,8 @@ def seen(tmp_path_factory):
             "connection": "local",
             "gather_facts": False,
             "vars_files": [os.path.join(ROOT, "roles", "serve", "vars", "main.yml")],
-            "vars": {"__serve_plan": serve_plan, "serve_head_group": case + "_masters"},
+            "vars": dict({"__serve_plan": serve_plan, "serve_head_group": case + "_masters"},
+                         **({"replace_node_new": host(case, replaced[0])} if replaced else {})),
             "tasks": [{"name": "Note the members that restart the group, as this host sees them",
                        "ansible.builtin.set_fact": {
                            "decided": "{{ {'hosts': __serve_group_changed_hosts, 'changed': __serve_group_changed | bool} }}"}}]})
@@ -136,3 +143,9 @@ def test_only_the_ray_workers_of_the_head_s_group_count(seen):
 
 def test_replicas_restart_alone(seen):
     assert all(answer == {"hosts": [], "changed": False} for answer in seen["replicas"].values())
+
+
+def test_replace_node_run_again_restarts_the_group_for_the_new_node(seen):
+    assert seen["dp-replaced-again"]["master1"] == {"hosts": ["worker1"], "changed": True}
+    assert seen["ray-replaced-again"]["master1"] == {"hosts": ["worker2"], "changed": True}
+    assert all(answer == {"hosts": [], "changed": False} for answer in seen["replicas-replaced"].values())
