@@ -622,11 +622,11 @@ if [ "${#key}" -lt 32 ] || [ "${#token}" -lt 32 ]; then fail "the API key or the
 grep -qE -- "bin/vllm serve|VLLM::" "$WORK/ps.log" || fail "the process samples never show the engine"
 grep -q -- "bench serve" "$WORK/ps.log" || fail "the process samples never show the benchmark client"
 grep -q "Bench | Put the API key in a private file" "$WORK/bench.log" || fail "the bench log lacks the task that handles the key"
-for log in ps first bench second rolling-dp replicas replace rolling ps-replicas shrink grow pd ps-pd pd-second monitoring; do
+for log in ps first bench second rolling-dp replace-dp replicas replace rolling ps-replicas shrink grow pd ps-pd pd-second monitoring; do
   ! grep -qF -- "$key" "$WORK/$log.log" || fail "the API key appears in $log.log"
   ! grep -qF -- "$token" "$WORK/$log.log" || fail "the Ray token appears in $log.log"
 done
-echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench, the second deploy, the dp group restart, the replicas deploy, the fresh worker's deploy, the rolling restart, the shrunk and grown replicas, both pd deploys and the monitoring step"
+echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench, the second deploy, the dp group restart, the fresh worker's dp deploy, the replicas deploy, the fresh worker's replicas deploy, the rolling restart, the shrunk and grown replicas, both pd deploys and the monitoring step"
 
 ./deploy.sh demo-down
 [ -z "$(docker ps -aq --filter label=org.aihost.llm_cluster.demo=1)" ] || fail "demo containers left behind"
