@@ -243,7 +243,7 @@ PY
 # each rank, asked by number, answers a completion.
 ray_head_pid() { docker exec llmc-demo-master systemctl show --property MainPID --value llm-cluster-ray-head.service; }
 ray_kept="$(ray_head_pid)"
-head_engine="$(docker exec llmc-demo-master systemctl show --property MainPID --value llm-cluster-engine.service)"
+head_engine="$(engine_pids | cut -d' ' -f1)"
 docker rm --force llmc-demo-worker >/dev/null || fail "cannot remove the worker's container"
 verbose replace-dp ./deploy.sh demo || fail "./deploy.sh demo with a fresh worker under the dp engine exited non-zero"
 recap="$(grep -E '^llmc-demo-(master|worker) +: ok=' "$WORK/replace-dp.log")"
@@ -251,7 +251,7 @@ grep -Eq '^llmc-demo-worker +: ok=[0-9]+ +changed=[1-9]' <<<"$recap" || fail "th
 grep -q 'The dp engine restarts as a group: llmc-demo-worker' "$WORK/replace-dp.log" ||
   fail "the run did not name the fresh worker as the reason for the group restart"
 [ "$(ray_head_pid)" = "$ray_kept" ] || fail "the fresh worker restarted the head's Ray: $ray_kept -> $(ray_head_pid)"
-head_engine_after="$(docker exec llmc-demo-master systemctl show --property MainPID --value llm-cluster-engine.service)"
+head_engine_after="$(engine_pids | cut -d' ' -f1)"
 [ "$head_engine_after" != "$head_engine" ] ||
   fail "the API node's engine kept its PID $head_engine: the fresh worker's rank cannot have joined it"
 for rank in 0 1; do
