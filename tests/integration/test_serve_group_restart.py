@@ -29,6 +29,11 @@ DP = {"master1": "api", "worker1": "headless", "worker2": "headless"}
 RAY = {"master1": "api", "worker1": "ray-worker", "worker2": "ray-worker"}
 REPLICAS = {"master1": "replica", "worker1": "replica", "worker2": "replica"}
 
+def unit(state):
+    """What ansible.builtin.systemd_service with no state registers for a unit in that ActiveState."""
+    return {"changed": False, "name": "llm-cluster-engine.service", "status": {"ActiveState": state, "LoadState": "loaded"}}
+
+
 # case: (topology, each node's role in the plan, each node's serving group, each node's facts[, replace_node_new])
 CASES = {
     "dp-new-rank": ("dp", DP, {}, {"master1": {"__serve_engine_changed": False},
@@ -57,6 +62,21 @@ CASES = {
                                             "worker1": {"common_unit_follower_changed": {"ray": False}},
                                             "worker2": {"common_unit_follower_changed": {"ray": False}}}, "worker2"),
     "replicas-replaced": ("replicas", REPLICAS, {}, {}, "worker1"),
+    # What each headless node read of its engine unit (host.yml's systemd_service): one that is not running is
+    # started by the run, so it counts as changed (a run stopped before it started, a rank stopped or failed).
+    "dp-rank-not-running": ("dp", DP, {}, {"master1": {"__serve_engine_unit_read": unit("inactive")},
+                                           "worker1": {"__serve_engine_unit_read": unit("failed")},
+                                           "worker2": {"__serve_engine_unit_read": unit("active")}}),
+    "dp-rank-restarting": ("dp", DP, {}, {"worker1": {"__serve_engine_unit_read": unit("active")},
+                                          "worker2": {"__serve_engine_unit_read": unit("activating")}}),
+    "dp-ranks-running": ("dp", DP, {}, {"master1": {"__serve_engine_unit_read": unit("active")},
+                                        "worker1": {"__serve_engine_unit_read": unit("active")},
+                                        "worker2": {"__serve_engine_unit_read": unit("active")}}),
+    # The read skipped (not a headless dp rank), as Ansible registers it: no change on its account.
+    "dp-read-skipped": ("dp", DP, {}, {name: {"__serve_engine_unit_read": {"skipped": True, "changed": False}}
+                                       for name in ROLES}),
+    "replicas-not-running": ("replicas", REPLICAS, {}, {name: {"__serve_engine_unit_read": unit("failed")}
+                                                        for name in ROLES}),
 }
 
 
@@ -83,9 +103,12 @@ def seen(tmp_path_factory):
             "connection": "local",
             "gather_facts": False,
             "vars_files": [os.path.join(ROOT, "roles", "serve", "vars", "main.yml")],
-            "vars": dict({"__serve_plan": serve_plan, "serve_head_group": case + "_masters"},
+            "vars": dict({"__serve_plan": serve_plan, "serve_head_group": case + "_masters", "serve_restart": False},
                          **({"replace_node_new": host(case, replaced[0])} if replaced else {})),
-            "tasks": [{"name": "Note the members that restart the group, as this host sees them",
+            "tasks": [{"name": "Note whether this node's engine changes, from what it read of its unit",
+                       "ansible.builtin.set_fact": {"__serve_engine_changed": "{{ __serve_engine_changes }}"},
+                       "when": "__serve_engine_unit_read is defined"},
+                      {"name": "Note the members that restart the group, as this host sees them",
                        "ansible.builtin.set_fact": {
                            "decided": "{{ {'hosts': __serve_group_changed_hosts, 'changed': __serve_group_changed | bool} }}"}}]})
     plays.append({"name": "Write every host's answer", "hosts": "localhost", "connection": "local", "gather_facts": False,
@@ -149,3 +172,12 @@ def test_replace_node_run_again_restarts_the_group_for_the_new_node(seen):
     assert seen["dp-replaced-again"]["master1"] == {"hosts": ["worker1"], "changed": True}
     assert seen["ray-replaced-again"]["master1"] == {"hosts": ["worker2"], "changed": True}
     assert all(answer == {"hosts": [], "changed": False} for answer in seen["replicas-replaced"].values())
+
+
+def test_a_headless_rank_that_is_not_running_restarts_the_dp_engine_from_the_api_node(seen):
+    # A run stopped before the rank started, a rank stopped by hand or out of restarts: this run starts it.
+    assert seen["dp-rank-not-running"]["master1"] == {"hosts": ["worker1"], "changed": True}
+    assert seen["dp-rank-restarting"]["master1"] == {"hosts": ["worker2"], "changed": True}
+    assert seen["dp-ranks-running"]["master1"] == {"hosts": [], "changed": False}
+    assert seen["dp-read-skipped"]["master1"] == {"hosts": [], "changed": False}
+    assert all(answer == {"hosts": [], "changed": False} for answer in seen["replicas-not-running"].values())
