@@ -5,7 +5,8 @@
 A headless data-parallel rank joins the API node's engine only when both start, and a Ray engine's workers
 are actors of the other nodes' Ray; nothing in the API node's command line names them. The role's
 ``__serve_group_changed_hosts`` names the members that are new or changed in the run (each node's
-``__serve_engine_changed``, and with ray the ``common_unit_follower_changed`` the Ray step notes). The demo
+``__serve_engine_changed``, which counts a headless rank whose unit is not running, and with ray the
+``common_unit_follower_changed`` the Ray step notes). The demo
 check runs the dp case with real engines (a fresh worker); here every branch, the ray one included, from
 the facts a run would have noted: one play per case over its own three hosts, the role's own
 ``vars/main.yml`` loaded as the play's vars, all in one ansible-playbook run (no module runs on a host).
@@ -28,6 +29,7 @@ ROLES = ["master1", "worker1", "worker2"]
 DP = {"master1": "api", "worker1": "headless", "worker2": "headless"}
 RAY = {"master1": "api", "worker1": "ray-worker", "worker2": "ray-worker"}
 REPLICAS = {"master1": "replica", "worker1": "replica", "worker2": "replica"}
+
 
 def unit(state):
     """What ansible.builtin.systemd_service with no state registers for a unit in that ActiveState."""
