@@ -110,6 +110,12 @@ def serve_kv_budget(host, need_memory, disk_path, disk_bytes, reading, headroom)
         raise AnsibleFilterError("serve_kv_budget: %s" % exc)
 
 
+def serve_rank_hint(ranks, plan):
+    """The readiness probe's line for data-parallel ranks that answered nothing beside others that did; see
+    plugin_utils/_serve.py silent_ranks_hint."""
+    return _serve.silent_ranks_hint(ranks, plan)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -122,6 +128,7 @@ class FilterModule(object):
             "serve_pip_lock": serve_pip_lock,
             "serve_kv_budget": serve_kv_budget,
             "serve_pd_served": serve_pd_served,
+            "serve_rank_hint": serve_rank_hint,
             "serve_plan": serve_plan,
             "serve_status": serve_status,
             "serve_status_table": serve_status_table,

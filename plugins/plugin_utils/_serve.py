@@ -254,6 +254,39 @@ def _reading_bytes(value):
     return int(text) if text.isdigit() and int(text) < (1 << 63) else 0
 
 
+def silent_ranks_hint(ranks, plan):
+    """A line for the readiness probe's failure when some data-parallel ranks answered and others answered nothing;
+    [] otherwise.
+
+    ``ranks``: the probe's ``ranks`` (each with ``rank`` and ``status``, None for no answer); ``plan``: the serve
+    plan, whose nodes hold ``dp_start_rank`` and ``dp_local``. A headless rank that hangs, or that started alone
+    (its node rebooted, a run stopped after starting it) and waits for an API node's engine that never takes it
+    in, is silent while the others serve: the line names each silent rank with its node, and the two ways to
+    start the engine as a group.
+    Nothing when a silent rank is the API node's own."""
+    ranks = [r for r in (ranks if isinstance(ranks, list) else []) if isinstance(r, dict) and isinstance(r.get("rank"), int)]
+    silent = [r["rank"] for r in ranks if r.get("status") is None]
+    if not silent or len(silent) == len(ranks):
+        return []
+    plan = plan if isinstance(plan, dict) else {}
+    nodes = plan.get("nodes") if isinstance(plan.get("nodes"), dict) else {}
+    owners = {}
+    for host, node in sorted(nodes.items()):
+        node = node if isinstance(node, dict) else {}
+        start, local = node.get("dp_start_rank"), node.get("dp_local")
+        if isinstance(start, int) and isinstance(local, int):
+            owners.update({rank: host for rank in range(start, start + local)})
+    if plan.get("head") is not None and any(owners.get(rank) == plan["head"] for rank in silent):
+        # A rank of the API node's own engine: not a rank left outside it; the diagnosis shows why.
+        return []
+    named = ", ".join("rank %d (%s)" % (rank, owners[rank]) if rank in owners else "rank %d" % rank for rank in silent)
+    answered = [str(r["rank"]) for r in ranks if r.get("status") is not None]
+    return ["%s answered nothing while %s %s answered: a headless rank that hangs, or that started alone (its node "
+            "rebooted, or a run stopped after starting it) and waits for an API node's engine that never takes it in. "
+            "./deploy.sh rolling-restart starts the engine again as a group; the API node's watchdog does after "
+            "serve_watchdog_failures failed rounds" % (named, "rank" if len(answered) == 1 else "ranks", ", ".join(answered))]
+
+
 def kv_budget_problems(host, need_memory, disk_path, disk_bytes, reading, headroom):
     """Messages for one node whose memory or disk cannot hold the KV-cache tiers; [] when they fit.
 
