@@ -64,7 +64,7 @@ CASES = {
                                             "worker1": {"common_unit_follower_changed": {"ray": False}},
                                             "worker2": {"common_unit_follower_changed": {"ray": False}}}, "worker2"),
     "replicas-replaced": ("replicas", REPLICAS, {}, {}, "worker1"),
-    # What each headless node read of its engine unit (host.yml's systemd_service): one that is not running is
+    # What each headless node read of its engine unit (check.yml's systemd_service): one that is not running is
     # started by the run, so it counts as changed (a run stopped before it started, a rank stopped or failed).
     "dp-rank-not-running": ("dp", DP, {}, {"master1": {"__serve_engine_unit_read": unit("inactive")},
                                            "worker1": {"__serve_engine_unit_read": unit("failed")},
