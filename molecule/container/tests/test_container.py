@@ -7,8 +7,10 @@ worker --headless) answering the controller with the key only, both ranks servin
 own processes bound by their data-parallel rank. A second run keeps the containers, a changed flag
 shows its change in check mode and makes none, then recreates them (the API node first), an image that
 is not the pinned one or a driver file missing on a node fails the run before any change,
-is_stop_other_container stops and records a decoy container, restore puts every bound thread back, and
-teardown removes the engines and starts the decoy again.
+is_stop_other_container stops and records a decoy container, restore puts every bound thread back, the
+nodes switch to the replicas topology (a whole engine in each container, vLLM's router on the head) and roll
+their containers through the router under load, and teardown removes the engines and the router and starts
+the decoy again.
 
 Never asserts on generated text (random weights): status codes, token counts, finish reasons.
 The tests run playbooks, so the file runs in the order it is written (once, on ct-master1).
@@ -16,12 +18,14 @@ The tests run playbooks, so the file runs in the order it is written (once, on c
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -726,6 +730,98 @@ def test_restore_puts_back_what_the_watchdog_bound(nodes):
     assert result.returncode == 0 and set(changed.values()) == {0}, result.stdout[-3000:]
 
 
+ROUTER_UNITS = ("llm-cluster-router.service", "llm-cluster-api-front.service")
+# The nodes' 8 fake NPUs would make each replica tensor parallel 8 (the tiny model has 2 heads): one, as the
+# data-parallel ranks above.
+REPLICAS = ("-e", "serve_topology=replicas", "-e", "serve_tensor_parallel_size=1")
+# The engine's script on a node: GET a URL of the cluster network (a replica's own port takes members only).
+NODE_GET = "python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=30).read().decode())' %s"
+
+
+def replica_successes(nodes):
+    """vLLM's finished-request counter of each node's replica, read on the head from the replica's own port."""
+    counts = {}
+    for name, node in nodes.items():
+        address = node.check_output("ip -4 -o addr show dev eth0").split()[3].split("/")[0]
+        text = nodes["ct-master1"].check_output(NODE_GET % shlex.quote("http://%s:8001/metrics" % address))
+        counts[name] = sum(float(value) for value in re.findall(r"^vllm:request_success_total\{[^}]*\} ([0-9.e+]+)$", text, re.M))
+    return counts
+
+
+@pytest.fixture(scope="module")
+def replicas(nodes):
+    """The same two nodes switched to the replicas topology by the serve step: a whole engine in each node's
+    container, vLLM's router and the key-checking front on the head (their wheels from the offline bundle)."""
+    started = {name: inspect(node, ENGINE)["State"]["StartedAt"] for name, node in nodes.items()}
+    result, changed = playbook("deploy", "--tags", "serve", *REPLICAS)
+    return result, changed, started
+
+
+def test_replicas_run_a_whole_engine_in_each_node_s_container_behind_the_router(nodes, url, key, replicas):
+    result, changed, started = replicas
+    assert result.returncode == 0, result.stdout[-3000:]
+    for name, node in nodes.items():
+        engine = inspect(node, ENGINE)
+        assert engine["State"]["Running"] is True and engine["State"]["StartedAt"] != started[name]
+        argv = engine["Config"]["Cmd"]
+        assert "--headless" not in argv and not any(arg.startswith("--data-parallel") for arg in argv), argv
+        assert argv[argv.index("--port") + 1] == "8001", argv
+        # The key reaches every replica's guard as a mounted file, in no environment.
+        assert "/etc/llm_cluster/engine.key" in [mount["Destination"] for mount in engine["Mounts"]]
+        assert not any(key in variable for variable in engine["Config"]["Env"])
+    head = nodes["ct-master1"]
+    for unit in ROUTER_UNITS:
+        assert head.service(unit).is_running, unit
+    # Completions through the front and the router, counted by each replica (the watchdogs, which send their
+    # own to each replica, held off meanwhile).
+    with watchdogs_paused(nodes):
+        before = replica_successes(nodes)
+        results = [completion(url, key, 8) for _ in range(6)]
+        after = replica_successes(nodes)
+    assert [(status, body["usage"]["completion_tokens"]) for status, body in results] == [(200, 8)] * 6
+    served = {name: after[name] - before[name] for name in NAMES}
+    assert sum(served.values()) == 6 and min(served.values()) > 0, served
+    # The front asks for the key.
+    assert completion(url, None, 4)[0] == 401
+
+
+def container_pids(nodes):
+    return {name: inspect(node, ENGINE)["State"]["Pid"] for name, node in nodes.items()}
+
+
+def test_rolling_restart_takes_each_replica_container_out_of_the_router_and_back_under_load(nodes, url, key, replicas):
+    # One node at a time: out of the router, drained, its container restarted, proven, back in. A steady load
+    # from the controller (a completion, then 1 s of rest) sees no failure.
+    before = container_pids(nodes)
+    stop, load = threading.Event(), {"ok": 0, "failed": 0}
+
+    def client():
+        while not stop.is_set():
+            try:
+                status, body = completion(url, key, 4)
+                ok = status == 200 and body["usage"]["completion_tokens"] == 4
+            except (OSError, ValueError, KeyError, TypeError, http.client.HTTPException):
+                ok = False
+            load["ok" if ok else "failed"] += 1
+            stop.wait(1)
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    try:
+        time.sleep(2)
+        result, changed = playbook("rolling_restart", *REPLICAS)
+        time.sleep(2)
+    finally:
+        stop.set()
+        thread.join()
+    assert result.returncode == 0, result.stdout[-3000:]
+    after = container_pids(nodes)
+    assert all(after[name] != before[name] for name in NAMES), (before, after)
+    assert load["failed"] == 0 and load["ok"] > 0, load
+    workers = json.loads(nodes["ct-master1"].check_output(NODE_GET % "http://127.0.0.1:8002/workers"))["workers"]
+    assert len(workers) == 2, workers
+
+
 def test_teardown_removes_the_engine_and_starts_the_decoy_again(nodes):
     head = nodes["ct-master1"]
     result, changed = playbook("teardown", "--tags", "serve")
@@ -735,7 +831,10 @@ def test_teardown_removes_the_engine_and_starts_the_decoy_again(nodes):
     assert inspect(head, DECOY)["State"]["Running"] is True
     assert not head.file("/var/lib/llm_cluster/serve-stopped-containers.json").exists
     assert not head.file("/etc/llm_cluster/engine.key").exists
+    for unit in ROUTER_UNITS:
+        assert not head.file("/etc/systemd/system/" + unit).exists
     for node in nodes.values():
+        assert not node.file("/etc/llm_cluster/engine.key").exists
         assert not node.file("/etc/llm_cluster/watchdog.json").exists
         assert not node.file("/etc/systemd/system/llm-cluster-watchdog.timer").exists
         assert not node.file(WATCHDOG_STATE).exists
