@@ -776,7 +776,7 @@ def test_replicas_run_a_whole_engine_in_each_node_s_container_behind_the_router(
     # own to each replica, held off meanwhile).
     with watchdogs_paused(nodes):
         before = replica_successes(nodes)
-        results = [completion(url, key, 8) for _ in range(6)]
+        results = [completion(url, key, 8) for index in range(6)]
         after = replica_successes(nodes)
     assert [(status, body["usage"]["completion_tokens"]) for status, body in results] == [(200, 8)] * 6
     served = {name: after[name] - before[name] for name in NAMES}
