@@ -53,9 +53,14 @@ def nodes():
 
 
 @pytest.fixture(scope="module")
-def url(nodes):
-    address = nodes["ct-master1"].check_output("ip -4 -o addr show dev eth0").split()[3].split("/")[0]
-    return "http://%s:8000" % address
+def addresses(nodes):
+    """Each node's cluster address."""
+    return {name: node.check_output("ip -4 -o addr show dev eth0").split()[3].split("/")[0] for name, node in nodes.items()}
+
+
+@pytest.fixture(scope="module")
+def url(addresses):
+    return "http://%s:8000" % addresses["ct-master1"]
 
 
 @pytest.fixture(scope="module")
@@ -145,11 +150,9 @@ NO_NETWORK = ("Operation not permitted", "Network is unreachable", "No route to 
               "Temporary failure in name resolution", "Name or service not known", "Failed to establish a new connection")
 
 
-def test_the_nodes_reach_nothing_but_the_cluster_network(nodes):
+def test_the_nodes_reach_nothing_but_the_cluster_network(nodes, addresses):
     """The deploy above ran air-gapped (llm_cluster_offline): a node reaches the other node, not the Docker host,
     not the internet, and pip on it fails for want of a network."""
-    addresses = {name: node.check_output("ip -4 -o addr show dev eth0").split()[3].split("/")[0]
-                 for name, node in nodes.items()}
     worker = nodes["ct-worker1"]
     gateway = worker.check_output("ip -4 route show default").split()[2]
 
@@ -734,15 +737,15 @@ ROUTER_UNITS = ("llm-cluster-router.service", "llm-cluster-api-front.service")
 # The nodes' 8 fake NPUs would make each replica tensor parallel 8 (the tiny model has 2 heads): one, as the
 # data-parallel ranks above.
 REPLICAS = ("-e", "serve_topology=replicas", "-e", "serve_tensor_parallel_size=1")
-# The engine's script on a node: GET a URL of the cluster network (a replica's own port takes members only).
+# Run on the head with the node's python3: GET a URL of the cluster network (a replica's own port takes
+# members only).
 NODE_GET = "python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=30).read().decode())' %s"
 
 
-def replica_successes(nodes):
+def replica_successes(nodes, addresses):
     """vLLM's finished-request counter of each node's replica, read on the head from the replica's own port."""
     counts = {}
-    for name, node in nodes.items():
-        address = node.check_output("ip -4 -o addr show dev eth0").split()[3].split("/")[0]
+    for name, address in addresses.items():
         text = nodes["ct-master1"].check_output(NODE_GET % shlex.quote("http://%s:8001/metrics" % address))
         counts[name] = sum(float(value) for value in re.findall(r"^vllm:request_success_total\{[^}]*\} ([0-9.e+]+)$", text, re.M))
     return counts
@@ -753,12 +756,11 @@ def replicas(nodes):
     """The same two nodes switched to the replicas topology by the serve step: a whole engine in each node's
     container, vLLM's router and the key-checking front on the head (their wheels from the offline bundle)."""
     started = {name: inspect(node, ENGINE)["State"]["StartedAt"] for name, node in nodes.items()}
-    result, changed = playbook("deploy", "--tags", "serve", *REPLICAS)
-    return result, changed, started
+    return playbook("deploy", "--tags", "serve", *REPLICAS)[0], started
 
 
-def test_replicas_run_a_whole_engine_in_each_node_s_container_behind_the_router(nodes, url, key, replicas):
-    result, changed, started = replicas
+def test_replicas_run_a_whole_engine_in_each_node_s_container_behind_the_router(nodes, addresses, url, key, replicas):
+    result, started = replicas
     assert result.returncode == 0, result.stdout[-3000:]
     for name, node in nodes.items():
         engine = inspect(node, ENGINE)
@@ -775,9 +777,9 @@ def test_replicas_run_a_whole_engine_in_each_node_s_container_behind_the_router(
     # Completions through the front and the router, counted by each replica (the watchdogs, which send their
     # own to each replica, held off meanwhile).
     with watchdogs_paused(nodes):
-        before = replica_successes(nodes)
+        before = replica_successes(nodes, addresses)
         results = [completion(url, key, 8) for index in range(6)]
-        after = replica_successes(nodes)
+        after = replica_successes(nodes, addresses)
     assert [(status, body["usage"]["completion_tokens"]) for status, body in results] == [(200, 8)] * 6
     served = {name: after[name] - before[name] for name in NAMES}
     assert sum(served.values()) == 6 and min(served.values()) > 0, served
