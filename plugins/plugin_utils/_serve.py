@@ -889,6 +889,7 @@ def status(nodes, plan_result, settings):
     if plan_result.get("router"):
         # The replicas topology: the router on the head and the URL of every replica (monitoring scrapes each).
         doc["router"] = dict(plan_result["router"])
+        _router_view(doc, plan_result, settings)
     doc["groups"] = []
     for group in plan_result.get("groups") or []:
         # Per serving group: what it is, and how many of its engines run.
@@ -897,6 +898,54 @@ def status(nodes, plan_result, settings):
         doc["groups"].append(dict(group, engines=len(engines),
                                   engines_active=sum(1 for n in engines if n["engine"]["state"] == "active")))
     return doc
+
+
+def _router_view(doc, plan_result, settings):
+    """What the router sends requests to now and what each replica answers, read on the head: a rolling restart
+    that stopped midway leaves its node's replica out of the router (/remove_worker holds until the serve step or
+    the router's restart puts it back), which neither the endpoint's completion nor the engine's state shows.
+
+    ``settings["router_listed"]``: the URLs of the router's GET /workers, None when the router did not answer;
+    absent when it was not read (check mode). ``settings["replica_health"]``: {replica URL: HTTP status of its
+    GET /health, 0 for no answer}."""
+    if "router_listed" not in settings:
+        return
+    listed = settings.get("router_listed")
+    health = settings.get("replica_health") or {}
+    doc["router"]["answered"] = listed is not None
+    doc["router"]["listed"] = sorted(listed) if listed is not None else []
+    for node in doc["nodes"]:
+        url = (plan_result.get("nodes", {}).get(node["host"]) or {}).get("url")
+        if url and url in plan_result["router"].get("workers", []):
+            status = health.get(url, 0)
+            node["replica"] = {"url": url, "health": status if isinstance(status, int) and status > 0 else 0,
+                               "routed": url in listed if listed is not None else None}
+
+
+def _router_lines(doc):
+    """The router's line: how many planned replicas it sends requests to, and each one it does not."""
+    router = doc.get("router") or {}
+    if "answered" not in router:
+        return []
+    if not router["answered"]:
+        return ["router: no answer from its API on %s (127.0.0.1:%s): journalctl -u llm-cluster-router there"
+                % (router.get("host"), router.get("port"))]
+    replicas = [node for node in doc.get("nodes", []) if node.get("replica")]
+    routed = [node for node in replicas if node["replica"]["routed"]]
+    line = "router: sends requests to %d of %d replica(s)" % (len(routed), len(replicas))
+    left = ["%s (%s, health %s)" % (node["host"], node["replica"]["url"],
+                                     node["replica"]["health"] or "no answer") for node in replicas
+            if not node["replica"]["routed"]]
+    if left:
+        line += "; not routed: %s: ./deploy.sh -t serve puts every planned replica back" % ", ".join(left)
+    sick = ["%s (health %s)" % (node["host"], node["replica"]["health"] or "no answer") for node in routed
+            if node["replica"]["health"] != 200]
+    if sick:
+        line += "; routed but not healthy: %s" % ", ".join(sick)
+    unplanned = sorted(set(router.get("listed") or []) - {node["replica"]["url"] for node in replicas})
+    if unplanned:
+        line += "; routed but not planned: %s" % ", ".join(unplanned)
+    return [line]
 
 
 def _group_lines(groups):
@@ -946,6 +995,7 @@ def status_table(doc):
                        "failed (HTTP %s)" % rank.get("status") if rank.get("status") else "no answer")
             for rank in endpoint["ranks"]))
     lines += _group_lines(doc.get("groups"))
+    lines += _router_lines(doc)
     lines.append(_watchdog_line(doc.get("watchdog")))
     # The head (first) is the line above; every other node with a watchdog of its own.
     for node in doc.get("nodes", [])[1:]:

@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -822,6 +823,41 @@ def test_rolling_restart_takes_each_replica_container_out_of_the_router_and_back
     assert load["failed"] == 0 and load["ok"] > 0, load
     workers = json.loads(nodes["ct-master1"].check_output(NODE_GET % "http://127.0.0.1:8002/workers"))["workers"]
     assert len(workers) == 2, workers
+
+
+ROUTER_API = "http://127.0.0.1:8002/%s_worker?url=%s"
+
+
+def router_worker(head, verb, url):
+    """POST the router's /add_worker or /remove_worker on the head (its API is on the head's loopback)."""
+    post = "python3 -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=b\"\"), timeout=30)' %s"
+    head.check_output(post % shlex.quote(ROUTER_API % (verb, urllib.parse.quote(url, safe=""))))
+
+
+def test_status_names_the_replica_the_router_no_longer_sends_requests_to(nodes, addresses, replicas):
+    # A rolling restart that stops on a node leaves that node's replica out of the router: its engine runs
+    # and answers, the endpoint serves, and only the router's own list shows it. The status step reads it.
+    head = nodes["ct-master1"]
+    urls = {name: "http://%s:8001" % address for name, address in addresses.items()}
+    router_worker(head, "remove", urls["ct-worker1"])
+    try:
+        result = playbook("status", "--tags", "serve")[0]
+    finally:
+        router_worker(head, "add", urls["ct-worker1"])
+    assert result.returncode == 0, result.stdout[-3000:]
+    with open(os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "artifacts", "serve.json"), encoding="utf-8") as handle:
+        doc = json.load(handle)
+    assert (doc["runtime"], doc["topology"], doc["router"]["answered"]) == ("container", "replicas", True)
+    assert doc["router"]["listed"] == [urls["ct-master1"]]
+    assert {n["host"]: (n["replica"], n["engine"]["state"]) for n in doc["nodes"]} == {
+        "ct-master1": ({"url": urls["ct-master1"], "health": 200, "routed": True}, "running"),
+        "ct-worker1": ({"url": urls["ct-worker1"], "health": 200, "routed": False}, "running")}
+    assert doc["endpoint"]["ready"] is True and doc["endpoint"]["completion"]["completion_tokens"] > 0
+    out = " ".join(result.stdout.split())
+    assert "router: sends requests to 1 of 2 replica(s); not routed: ct-worker1 (%s, health 200)" % urls["ct-worker1"] in out
+    # Put back by hand above: the router lists both again.
+    workers = json.loads(head.check_output(NODE_GET % "http://127.0.0.1:8002/workers"))["workers"]
+    assert sorted(worker["url"] for worker in workers) == sorted(urls.values())
 
 
 def test_teardown_removes_the_engine_and_starts_the_decoy_again(nodes):

@@ -117,3 +117,37 @@ def test_the_status_shows_the_head_replica_s_watchdog_and_every_other_replica_s(
     assert "watchdog: ok, 0 restart(s) in its window" in table
     assert "  n1 (replica): watchdog: failing, 0 restart(s) in its window" in table
     assert not any(line.startswith("  n0 (") for line in table)
+
+
+def test_the_status_names_a_replica_the_router_no_longer_sends_requests_to():
+    # A rolling restart that stopped on n1: its replica is out of the router, its engine answers /health.
+    plan = _serve.plan(nodes(3), settings())
+    doc = _serve.status(nodes(3), plan, {"url": "http://10.0.0.1:8000", "probe": {"ready": True},
+                                         "router_listed": ["http://10.0.0.3:8001", "http://10.0.0.1:8001"],
+                                         "replica_health": {"http://10.0.0.1:8001": 200, "http://10.0.0.2:8001": 200,
+                                                            "http://10.0.0.3:8001": -1}})
+    assert doc["router"]["answered"] is True
+    assert doc["router"]["listed"] == ["http://10.0.0.1:8001", "http://10.0.0.3:8001"]
+    assert [(n["host"], n["replica"]["routed"], n["replica"]["health"]) for n in doc["nodes"]] == [
+        ("n0", True, 200), ("n1", False, 200), ("n2", True, 0)]
+    line = [line for line in _serve.status_table(doc) if line.startswith("router: ")]
+    assert line == ["router: sends requests to 2 of 3 replica(s); not routed: n1 (http://10.0.0.2:8001, health 200): "
+                    "./deploy.sh -t serve puts every planned replica back; routed but not healthy: n2 (health no answer)"]
+
+
+def test_the_status_says_when_the_router_does_not_answer_and_what_it_routes_that_is_not_planned():
+    plan = _serve.plan(nodes(2), settings())
+    down = _serve.status(nodes(2), plan, {"probe": {"ready": False}, "router_listed": None, "replica_health": {}})
+    assert down["router"]["answered"] is False
+    assert [n["replica"]["routed"] for n in down["nodes"]] == [None, None]
+    assert "router: no answer from its API on n0 (127.0.0.1:8002): journalctl -u llm-cluster-router there" in \
+        _serve.status_table(down)
+    healthy = {"http://10.0.0.1:8001": 200, "http://10.0.0.2:8001": 200}
+    extra = _serve.status(nodes(2), plan, {"probe": {"ready": True}, "replica_health": healthy,
+                                           "router_listed": list(healthy) + ["http://10.0.0.9:8001"]})
+    assert "router: sends requests to 2 of 2 replica(s); routed but not planned: http://10.0.0.9:8001" in \
+        _serve.status_table(extra)
+    # Not read (the serve step's own report, check mode): no line, no field.
+    quiet = _serve.status(nodes(2), plan, {"probe": {"ready": True}})
+    assert "answered" not in quiet["router"] and not any(n.get("replica") for n in quiet["nodes"])
+    assert not any(line.startswith("router:") for line in _serve.status_table(quiet))
