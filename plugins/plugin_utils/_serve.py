@@ -896,7 +896,8 @@ def status(nodes, plan_result, settings):
         members = [n for n in doc_nodes if n["host"] in group["hosts"]]
         engines = [n for n in members if n["engine"] is not None]
         doc["groups"].append(dict(group, engines=len(engines),
-                                  engines_active=sum(1 for n in engines if n["engine"]["state"] == "active")))
+                                  # systemd's "active", Docker's "running" (the container runtime).
+                                  engines_active=sum(1 for n in engines if n["engine"]["state"] in ("active", "running"))))
     return doc
 
 
@@ -986,9 +987,11 @@ def status_table(doc):
     if endpoint.get("ca_file"):
         lines.append("clients verify the certificate with %s (curl --cacert, SSL_CERT_FILE)" % endpoint["ca_file"])
     if completion:
+        # None: not walked (through the replicas' front, whose guard refuses the walk of every route).
+        enforced = endpoint.get("auth_enforced")
         lines.append("completion: %s tokens in %.3f s, finish_reason %s; API key enforced: %s" % (
             completion.get("completion_tokens"), float(completion.get("seconds") or 0), completion.get("finish_reason"),
-            endpoint.get("auth_enforced")))
+            "not checked" if enforced is None else enforced))
     if endpoint.get("ranks"):
         lines.append("data-parallel ranks asked by number: %s" % ", ".join(
             "%s %s" % (rank.get("rank"), "ok" if rank.get("status") == 200 and rank.get("completion_tokens") else
@@ -1044,10 +1047,16 @@ def cluster_status(ray, serve, accelerators, generated=None):
             "engine_role": snode.get("role"),
             "group": snode.get("group"),
             "binding": snode.get("binding"),
+            "replica": snode.get("replica"),
         })
     endpoint = serve.get("endpoint") or {}
+    # Behind the router (when status read it): every planned replica routed and healthy.
+    router = serve.get("router") or {}
+    replicas = [n["replica"] for n in nodes if n.get("replica")]
+    routed = "answered" not in router or (router["answered"] and all(r["routed"] and r["health"] == 200
+                                                                     for r in replicas))
     healthy = (all(n["accelerator"]["healthy"] for n in nodes) and bool(ray.get("complete"))
-               and bool(endpoint.get("ready")))
+               and bool(endpoint.get("ready")) and routed)
     return {"generated": generated, "healthy": healthy, "nodes": nodes,
             "ray": {"address": ray.get("address"), "alive": ray.get("alive"), "expected_nodes": ray.get("expected_nodes"),
                     "complete": ray.get("complete"), "resources": ray.get("resources")},
@@ -1080,6 +1089,7 @@ def cluster_status_table(doc):
         ",".join(endpoint.get("models") or []) or "-", completion.get("completion_tokens", "-"),
         completion.get("seconds", "-"), endpoint.get("auth_enforced")))
     lines += _group_lines((doc.get("serve") or {}).get("groups"))
+    lines += _router_lines({"router": (doc.get("serve") or {}).get("router"), "nodes": doc.get("nodes") or []})
     if "watchdog" in doc:
         lines.append(_watchdog_line(doc.get("watchdog")))
     # The head (first) is the line above; every other node with a watchdog of its own.

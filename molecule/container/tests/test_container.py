@@ -841,7 +841,7 @@ def test_status_names_the_replica_the_router_no_longer_sends_requests_to(nodes, 
     urls = {name: "http://%s:8001" % address for name, address in addresses.items()}
     router_worker(head, "remove", urls["ct-worker1"])
     try:
-        result = playbook("status", "--tags", "serve")[0]
+        result = playbook("status", "--tags", "serve", *REPLICAS)[0]
     finally:
         router_worker(head, "add", urls["ct-worker1"])
     assert result.returncode == 0, result.stdout[-3000:]

@@ -151,3 +151,24 @@ def test_the_status_says_when_the_router_does_not_answer_and_what_it_routes_that
     quiet = _serve.status(nodes(2), plan, {"probe": {"ready": True}})
     assert "answered" not in quiet["router"] and not any(n.get("replica") for n in quiet["nodes"])
     assert not any(line.startswith("router:") for line in _serve.status_table(quiet))
+
+
+def test_the_cluster_is_not_healthy_while_a_replica_is_out_of_the_router():
+    plan = _serve.plan(nodes(2), settings())
+    healthy = {"http://10.0.0.1:8001": 200, "http://10.0.0.2:8001": 200}
+    ray = {"complete": True, "nodes": []}
+    accelerators = {"n0": {"type": "none", "devices": []}, "n1": {"type": "none", "devices": []}}
+
+    def summary(listed, health=None):
+        doc = _serve.status(nodes(2), plan, {"probe": {"ready": True}, "router_listed": listed,
+                                             "replica_health": health or healthy})
+        return _serve.cluster_status(ray, doc, accelerators)
+
+    assert summary(list(healthy))["healthy"] is True
+    out = summary(["http://10.0.0.1:8001"])
+    assert out["healthy"] is False and [n["replica"]["routed"] for n in out["nodes"]] == [True, False]
+    table = _serve.cluster_status_table(out)
+    assert any(line.startswith("router: sends requests to 1 of 2 replica(s); not routed: n1 ") for line in table)
+    assert table[-1] == "cluster: NOT healthy"
+    assert summary(list(healthy), dict(healthy, **{"http://10.0.0.2:8001": 503}))["healthy"] is False
+    assert summary(None)["healthy"] is False
