@@ -860,6 +860,46 @@ def test_status_names_the_replica_the_router_no_longer_sends_requests_to(nodes, 
     assert sorted(worker["url"] for worker in workers) == sorted(urls.values())
 
 
+# The pd topology on the same nodes: ct-master1 (group prefill) a prefill engine, ct-worker1 (group decode) a
+# decode engine; the KV through /srv/kv, one directory of the build machine both nodes mount (vLLM's example
+# connector, the one of vLLM 0.32.0 that runs on CPU).
+PD = ("-e", "serve_topology=pd", "-e", "serve_tensor_parallel_size=1", "-e", "serve_pd_shared_path=/srv/kv")
+ROLES = {"ct-master1": "kv_producer", "ct-worker1": "kv_consumer"}
+
+
+@pytest.fixture(scope="module")
+def pd(nodes):
+    """The replicas switched to prefill/decode disaggregation by the serve step, the KV directory emptied first."""
+    nodes["ct-master1"].check_output("find /srv/kv -mindepth 1 -delete")
+    return playbook("deploy", "--tags", "serve", *PD)[0]
+
+
+def test_pd_runs_a_prefill_and_a_decode_container_behind_the_router_s_pd_mode(nodes, addresses, url, key, pd):
+    assert pd.returncode == 0, pd.stdout[-3000:]
+    for name, node in nodes.items():
+        engine = inspect(node, ENGINE)
+        argv = engine["Config"]["Cmd"]
+        transfer = json.loads(argv[argv.index("--kv-transfer-config") + 1])
+        assert (transfer["kv_connector"], transfer["kv_role"]) == ("ExampleConnector", ROLES[name]), argv
+        assert transfer["kv_connector_extra_config"] == {"shared_storage_path": "/srv/kv"}
+        # The shared directory, and the key as a file: in no environment.
+        assert {"/srv/kv", "/etc/llm_cluster/engine.key"} <= {mount["Destination"] for mount in engine["Mounts"]}
+        assert not any(key in variable for variable in engine["Config"]["Env"])
+    # Each completion through the front: the router sends it to the prefill engine (one token), then to the
+    # decode engine, which finds the prompt's KV in the shared directory (the watchdogs held off meanwhile).
+    with watchdogs_paused(nodes):
+        before = replica_successes(nodes, addresses)
+        results = [completion(url, key, 8) for index in range(3)]
+        after = replica_successes(nodes, addresses)
+    assert [(status, body["usage"]["completion_tokens"], body["choices"][0]["finish_reason"])
+            for status, body in results] == [(200, 8, "length")] * 3
+    assert {name: after[name] - before[name] for name in NAMES} == {"ct-master1": 3, "ct-worker1": 3}
+    assert completion(url, None, 4)[0] == 401
+    assert int(nodes["ct-worker1"].check_output("find /srv/kv -name '*.safetensors' | wc -l")) > 0
+    logs = nodes["ct-worker1"].run("docker logs %s" % ENGINE)
+    assert "External Cache Hit" in logs.stdout + logs.stderr
+
+
 def test_teardown_removes_the_engine_and_starts_the_decoy_again(nodes):
     head = nodes["ct-master1"]
     result, changed = playbook("teardown", "--tags", "serve")
