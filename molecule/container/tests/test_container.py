@@ -861,21 +861,42 @@ def test_status_names_the_replica_the_router_no_longer_sends_requests_to(nodes, 
 
 
 # The pd topology on the same nodes: ct-master1 (group prefill) a prefill engine, ct-worker1 (group decode) a
-# decode engine; the KV through /srv/kv, one directory of the build machine both nodes mount (vLLM's example
-# connector, the one of vLLM 0.32.0 that runs on CPU).
-PD = ("-e", "serve_topology=pd", "-e", "serve_tensor_parallel_size=1", "-e", "serve_pd_shared_path=/srv/kv")
+# decode engine; the KV through /srv/kv, one directory of the build machine both nodes mount. The nodes become
+# CPU nodes first (cpu_fakes.yml): the plan takes vLLM's example connector for vLLM on CPU (the one connector of
+# vLLM 0.32.0 that runs there), vllm-ascend's Mooncake on NPU. No binding on CPU nodes (serve_affinity auto).
+PD = ("-e", "serve_topology=pd", "-e", "serve_tensor_parallel_size=1", "-e", "serve_pd_shared_path=/srv/kv",
+      "-e", "serve_affinity=auto")
 ROLES = {"ct-master1": "kv_producer", "ct-worker1": "kv_consumer"}
 
 
 @pytest.fixture(scope="module")
 def pd(nodes):
-    """The replicas switched to prefill/decode disaggregation by the serve step, the KV directory emptied first."""
+    """The replicas switched to prefill/decode disaggregation by the prepare and serve steps, on the nodes with
+    their fake NPUs gone and the KV directory emptied."""
+    fakes = subprocess.run(["ansible-playbook", "-i", INVENTORY, os.path.join(os.path.dirname(__file__), "..", "cpu_fakes.yml")],
+                           capture_output=True, text=True, timeout=600, check=False)
+    assert fakes.returncode == 0, fakes.stdout[-3000:]
     nodes["ct-master1"].check_output("find /srv/kv -mindepth 1 -delete")
-    return playbook("deploy", "--tags", "serve", *PD)[0]
+    # First with the scenario's serve_affinity: true, which CPU nodes cannot take (after the prepare step, which
+    # records the CPU nodes): refused before any engine changes.
+    engines = {name: inspect(node, ENGINE)["Id"] for name, node in nodes.items()}
+    refused = playbook("deploy", "--tags", "prepare,serve", *PD[:-2])
+    kept = {name: inspect(node, ENGINE)["Id"] for name, node in nodes.items()} == engines
+    return playbook("deploy", "--tags", "serve", *PD)[0], refused, kept
+
+
+def test_serve_affinity_on_cpu_nodes_is_refused_before_any_engine_changes(pd):
+    result, kept = pd[1][0], pd[2]
+    assert result.returncode != 0 and kept
+    out = " ".join(result.stdout.split())
+    for name in NAMES:
+        assert "%s: serve_affinity is on, and this node has no NPU or GPU (the prepare step found cpu)" % name in out
+    assert "set serve_affinity to auto (or false) for CPU nodes" in out
 
 
 def test_pd_runs_a_prefill_and_a_decode_container_behind_the_router_s_pd_mode(nodes, addresses, url, key, pd):
-    assert pd.returncode == 0, pd.stdout[-3000:]
+    result = pd[0]
+    assert result.returncode == 0, result.stdout[-3000:]
     for name, node in nodes.items():
         engine = inspect(node, ENGINE)
         argv = engine["Config"]["Cmd"]
