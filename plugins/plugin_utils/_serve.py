@@ -934,9 +934,8 @@ def _router_lines(doc):
     replicas = [node for node in doc.get("nodes", []) if node.get("replica")]
     routed = [node for node in replicas if node["replica"]["routed"]]
     line = "router: sends requests to %d of %d replica(s)" % (len(routed), len(replicas))
-    left = ["%s (%s, health %s)" % (node["host"], node["replica"]["url"],
-                                     node["replica"]["health"] or "no answer") for node in replicas
-            if not node["replica"]["routed"]]
+    left = ["%s (%s, health %s)" % (node["host"], node["replica"]["url"], node["replica"]["health"] or "no answer")
+            for node in replicas if not node["replica"]["routed"]]
     if left:
         line += "; not routed: %s: ./deploy.sh -t serve puts every planned replica back" % ", ".join(left)
     sick = ["%s (health %s)" % (node["host"], node["replica"]["health"] or "no answer") for node in routed
