@@ -906,13 +906,15 @@ def _router_view(doc, plan_result, settings):
     that stopped midway leaves its node's replica out of the router (/remove_worker holds until the serve step or
     the router's restart puts it back), which neither the endpoint's completion nor the engine's state shows.
 
-    ``settings["router_listed"]``: the URLs of the router's GET /workers, None when the router did not answer;
-    absent when it was not read (check mode). ``settings["replica_health"]``: {replica URL: HTTP status of its
-    GET /health, 0 for no answer}."""
-    if "router_listed" not in settings:
+    ``settings["router_read"]``: status.yml's uri result of the router's GET /workers (absent where it was not
+    read: the serve step's own report); ``settings["replica_reads"]``: its uri results of each replica's
+    GET /health (``item`` the replica's URL, ``status`` -1 for no answer)."""
+    read = settings.get("router_read")
+    if not isinstance(read, dict) or "status" not in read:
         return
-    listed = settings.get("router_listed")
-    health = settings.get("replica_health") or {}
+    workers = (read.get("json") or {}).get("workers") if isinstance(read.get("json"), dict) else None
+    listed = [worker.get("url") for worker in workers] if read.get("status") == 200 and isinstance(workers, list) else None
+    health = {reply.get("item"): reply.get("status") for reply in settings.get("replica_reads") or []}
     doc["router"]["answered"] = listed is not None
     doc["router"]["listed"] = sorted(listed) if listed is not None else []
     for node in doc["nodes"]:

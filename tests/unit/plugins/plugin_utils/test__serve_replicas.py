@@ -119,13 +119,20 @@ def test_the_status_shows_the_head_replica_s_watchdog_and_every_other_replica_s(
     assert not any(line.startswith("  n0 (") for line in table)
 
 
+def reads(listed, health):
+    """status.yml's uri results: the router's GET /workers (None: no answer) and each replica's GET /health."""
+    router = ({"status": 200, "json": {"workers": [{"url": url, "is_healthy": True} for url in listed]}}
+              if listed is not None else {"status": -1, "msg": "Connection refused"})
+    return {"router_read": router, "replica_reads": [{"item": url, "status": status} for url, status in health.items()]}
+
+
 def test_the_status_names_a_replica_the_router_no_longer_sends_requests_to():
     # A rolling restart that stopped on n1: its replica is out of the router, its engine answers /health.
     plan = _serve.plan(nodes(3), settings())
-    doc = _serve.status(nodes(3), plan, {"url": "http://10.0.0.1:8000", "probe": {"ready": True},
-                                         "router_listed": ["http://10.0.0.3:8001", "http://10.0.0.1:8001"],
-                                         "replica_health": {"http://10.0.0.1:8001": 200, "http://10.0.0.2:8001": 200,
-                                                            "http://10.0.0.3:8001": -1}})
+    doc = _serve.status(nodes(3), plan, dict(reads(["http://10.0.0.3:8001", "http://10.0.0.1:8001"],
+                                                   {"http://10.0.0.1:8001": 200, "http://10.0.0.2:8001": 200,
+                                                    "http://10.0.0.3:8001": -1}),
+                                             url="http://10.0.0.1:8000", probe={"ready": True}))
     assert doc["router"]["answered"] is True
     assert doc["router"]["listed"] == ["http://10.0.0.1:8001", "http://10.0.0.3:8001"]
     assert [(n["host"], n["replica"]["routed"], n["replica"]["health"]) for n in doc["nodes"]] == [
@@ -137,18 +144,18 @@ def test_the_status_names_a_replica_the_router_no_longer_sends_requests_to():
 
 def test_the_status_says_when_the_router_does_not_answer_and_what_it_routes_that_is_not_planned():
     plan = _serve.plan(nodes(2), settings())
-    down = _serve.status(nodes(2), plan, {"probe": {"ready": False}, "router_listed": None, "replica_health": {}})
+    down = _serve.status(nodes(2), plan, dict(reads(None, {}), probe={"ready": False}))
     assert down["router"]["answered"] is False
     assert [n["replica"]["routed"] for n in down["nodes"]] == [None, None]
     assert "router: no answer from its API on n0 (127.0.0.1:8002): journalctl -u llm-cluster-router there" in \
         _serve.status_table(down)
     healthy = {"http://10.0.0.1:8001": 200, "http://10.0.0.2:8001": 200}
-    extra = _serve.status(nodes(2), plan, {"probe": {"ready": True}, "replica_health": healthy,
-                                           "router_listed": list(healthy) + ["http://10.0.0.9:8001"]})
+    extra = _serve.status(nodes(2), plan, dict(reads(list(healthy) + ["http://10.0.0.9:8001"], healthy),
+                                               probe={"ready": True}))
     assert "router: sends requests to 2 of 2 replica(s); routed but not planned: http://10.0.0.9:8001" in \
         _serve.status_table(extra)
-    # Not read (the serve step's own report, check mode): no line, no field.
-    quiet = _serve.status(nodes(2), plan, {"probe": {"ready": True}})
+    # Not read (the serve step's own report; a skipped read has no status): no line, no field.
+    quiet = _serve.status(nodes(2), plan, {"probe": {"ready": True}, "router_read": {"skipped": True}, "replica_reads": []})
     assert "answered" not in quiet["router"] and not any(n.get("replica") for n in quiet["nodes"])
     assert not any(line.startswith("router:") for line in _serve.status_table(quiet))
 
@@ -160,8 +167,7 @@ def test_the_cluster_is_not_healthy_while_a_replica_is_out_of_the_router():
     accelerators = {"n0": {"type": "none", "devices": []}, "n1": {"type": "none", "devices": []}}
 
     def summary(listed, health=None):
-        doc = _serve.status(nodes(2), plan, {"probe": {"ready": True}, "router_listed": listed,
-                                             "replica_health": health or healthy})
+        doc = _serve.status(nodes(2), plan, dict(reads(listed, health or healthy), probe={"ready": True}))
         return _serve.cluster_status(ray, doc, accelerators)
 
     assert summary(list(healthy))["healthy"] is True
