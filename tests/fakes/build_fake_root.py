@@ -18,7 +18,7 @@ What goes in (paths relative to ``--root``; see tests/fakes/README.md):
   CANN workqueue cpumasks (all online CPUs, the kernel's ``%*pb`` format);
 * the recorded sysfs topology (``--topology``), when given;
 * ``var/lib/llm-cluster-fakes/install.sh``: unpacks the rest, removes the tools
-  of other accelerators, creates the device nodes (character devices where
+  and device nodes of other accelerators, creates the device nodes (character devices where
   ``mknod`` is allowed, else empty files) and removes those of missing devices.
   It prints one line per change, nothing when the node is already as built.
 
@@ -42,6 +42,8 @@ FAKES = Path(__file__).resolve().parent
 TOOLS = ["_fakelib.py", "npu_smi.py", "npu-smi", "hccn_tool.py", "hccn_tool", "nvidia_smi.py", "nvidia-smi", "npu_exporter.py",
          "npu-exporter", "dcgm_exporter.py", "dcgm-exporter"]
 TOOL_KINDS = {"npu-smi": "npu", "hccn_tool": "npu", "nvidia-smi": "gpu"}
+# The device nodes of each accelerator kind, as shell globs under /dev (device_nodes makes them).
+DEVICE_GLOBS = {"npu": ["davinci[0-9]*", "davinci_manager", "devmm_svm", "hisi_hdc"], "gpu": ["nvidia[0-9]*", "nvidiactl"]}
 MTIME = 1767225600  # 2026-01-01: fixed, so that equal inputs give equal archives
 KEEP_PREFIX = "var/lib/llm-cluster-fakes/sys"
 LIB = "usr/local/lib/llm-cluster-fakes"  # the tools
@@ -216,6 +218,9 @@ def install_script(root: str, kind: str, nodes: list, missing: list[int], has_ke
     for tool in others:
         path = f"$root/usr/local/bin/{tool}"
         lines.append(f'if [ -e "{path}" ] || [ -L "{path}" ]; then rm -f "{path}"; echo "removed {path}"; fi')
+    # A node whose NPUs or GPUs were taken out (another profile on the same node) has none of their device nodes.
+    for glob in [glob for other, globs in DEVICE_GLOBS.items() if other != kind for glob in globs]:
+        lines.append(f'for path in "$root"/dev/{glob}; do if [ -e "$path" ]; then rm -f "$path"; echo "removed $path"; fi; done')
     lines.append('device() { [ -e "$root/dev/$1" ] && return 0; mknod -m "$2" "$root/dev/$1" c "$3" "$4" 2>/dev/null '
                  '|| { : > "$root/dev/$1"; chmod "$2" "$root/dev/$1"; }; echo "created /dev/$1"; }')
     for name, mode, major, minor in nodes:

@@ -127,3 +127,17 @@ def test_install_gpu_profile_links_only_nvidia_smi(tmp_path):
     assert not (root / "dev/davinci0").exists()
     listing = run_installed(root, "nvidia-smi", "-L").stdout.splitlines()
     assert len(listing) == 8 and listing[0].startswith("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-")
+
+
+def test_another_profile_on_the_same_node_takes_the_old_accelerator_s_tools_and_device_nodes_away(tmp_path):
+    # The container scenario turns its NPU stand-ins into CPU nodes this way (molecule/container/cpu_fakes.yml).
+    install(tmp_path, "atlas-800i-a2", {})
+    root = tmp_path / "root"
+    assert (root / "dev/davinci0").exists() and (root / "usr/local/bin/npu-smi").exists()
+    assert install(tmp_path, "cpu-only", {}) > 0
+    assert sorted(p.name for p in (root / "dev").iterdir()) == []
+    assert not (root / "usr/local/bin/npu-smi").exists() and not (root / "usr/local/bin/hccn_tool").exists()
+    assert install(tmp_path, "cpu-only", {}) == 0
+    # And back: the NPU profile makes its device nodes again.
+    install(tmp_path, "atlas-800i-a2", {"missing_devices": [1, 2, 3, 4, 5, 6, 7]})
+    assert sorted(p.name for p in (root / "dev").iterdir()) == ["davinci0", "davinci_manager", "devmm_svm", "hisi_hdc"]
