@@ -22,11 +22,15 @@ def preflight_report_files(hosts):
     return _preflight.report_files(hosts)
 
 
-def preflight_firewall_gaps(nodes, mode):
-    """Nodes without the firewall llm_cluster_firewall needs, one message each."""
+def preflight_firewall_gaps(nodes, mode, admin_cidrs=None):
+    """Nodes without the firewall llm_cluster_firewall needs, or whose firewalld zones would defeat the Ray step's
+    rules, one message each; ``admin_cidrs`` (llm_cluster_admin_cidrs) may reach every port."""
     if not isinstance(nodes, list):
         raise AnsibleFilterError("preflight_firewall_gaps expects the list of node probes")
-    return _preflight.firewall_gaps(nodes, mode)
+    if admin_cidrs is not None and not isinstance(admin_cidrs, list):
+        raise AnsibleFilterError("preflight_firewall_gaps: llm_cluster_admin_cidrs must be a list of CIDRs, got %r"
+                                 % (admin_cidrs,))
+    return _preflight.firewall_gaps(nodes, mode, admin_cidrs)
 
 
 def preflight_offline_missing(hosts, hostvars):

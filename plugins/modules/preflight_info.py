@@ -115,10 +115,16 @@ firewall:
       zone) and C(interface_zone) the zone that takes the cluster interface's traffic (the zone it is bound
       to, or the default zone); both null without firewalld. The preflight fails a node where they differ,
       since the Ray step's rules would not apply to the cluster's traffic.
+    - With firewalld running, C(source_zones) lists each zone that binds sources (C(firewall-cmd
+      --list-all-zones)): its C(zone), C(target) and C(sources) as firewalld prints them, C(ipsets) the
+      entries of each C(ipset:NAME) source (C(firewall-cmd --ipset=NAME --get-entries)), and C(error) why a
+      listing failed. firewalld hands a packet to the zone of its source before the zone of its interface, so
+      such a zone takes a member's or a stranger's traffic before the rules of the Ray step see it; the
+      preflight judges them. Null without firewalld.
   returned: always
   type: dict
   sample: {"firewalld": false, "nft": "/usr/sbin/nft", "members": ["10.10.0.11", "10.10.0.12"], "members_from": "nftables",
-           "error": null, "zone": null, "interface_zone": null}
+           "error": null, "zone": null, "interface_zone": null, "source_zones": null}
 clock:
   description: The node's clock in seconds since the epoch.
   returned: always
@@ -276,26 +282,78 @@ def firewalld_zones(module, zone, interface):
     return zone or default, bound or default
 
 
+def list_all_zones_sources(text):
+    """The zones of ``firewall-cmd --list-all-zones`` output that bind sources: [{zone, target, sources}], in
+    firewalld's order. A zone's block starts with its name at the left margin (``block (active)``, ``public
+    (default, active)``), its settings follow as indented ``key: value`` lines and its rich rules as tab-indented
+    lines."""
+    zones, current = [], None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if not line[0].isspace():
+            current = {"zone": line.split()[0], "target": None, "sources": []}
+            zones.append(current)
+            continue
+        key, sep, value = line.strip().partition(":")
+        if current is None or not sep or line.startswith("\t"):
+            continue
+        if key == "target":
+            current["target"] = value.strip()
+        elif key == "sources":
+            current["sources"] = value.split()
+    return [entry for entry in zones if entry["sources"]]
+
+
+def firewalld_source_zones(module):
+    """The zones that bind sources, each with its ipsets' entries read (``ipsets``) and ``error`` (why a listing
+    failed, firewall-cmd's message); a one-entry list with ``error`` when the zones cannot be listed."""
+    command = module.get_bin_path("firewall-cmd", opt_dirs=["/usr/bin", "/usr/sbin", "/bin", "/sbin"])
+    if not command:
+        return None
+    rc, out, err = module.run_command([command, "--list-all-zones"], environ_update=LOCALE)
+    if rc != 0:
+        return [{"zone": None, "target": None, "sources": [], "ipsets": {},
+                 "error": "firewall-cmd --list-all-zones: %s" % ((err or out).strip() or "exit status %d" % rc)}]
+    zones = list_all_zones_sources(out)
+    for entry in zones:
+        entry["ipsets"], problems = {}, []
+        for source in entry["sources"]:
+            if not source.startswith("ipset:"):
+                continue
+            name = source[len("ipset:"):]
+            rc, out, err = module.run_command([command, "--ipset=%s" % name, "--get-entries"], environ_update=LOCALE)
+            if rc == 0:
+                entry["ipsets"][name] = out.split()
+            else:
+                problems.append("firewall-cmd --ipset=%s --get-entries: %s"
+                                % (name, (err or out).strip() or "exit status %d" % rc))
+        entry["error"] = "; ".join(problems) or None
+    return zones
+
+
 def firewall_facts(module, zone="", interface=""):
     """Whether firewalld runs, where the nft command is ("" when there is none), and the members the node's
     firewall admits: firewalld's rich rules where it runs, else this collection's own table (None without);
-    ``error`` says why firewalld's rules could not be read. With firewalld, ``zone`` is the zone the rules go to
-    and ``interface_zone`` the zone of the cluster interface's traffic."""
+    ``error`` says why firewalld's rules could not be read. With firewalld, ``zone`` is the zone the rules go to,
+    ``interface_zone`` the zone of the cluster interface's traffic and ``source_zones`` the zones that bind
+    sources."""
     systemctl = module.get_bin_path("systemctl")
     firewalld = False
     if systemctl:
         rc, _out, _err = module.run_command([systemctl, "is-active", "--quiet", "firewalld.service"], environ_update=LOCALE)
         firewalld = rc == 0
     nft = module.get_bin_path("nft", opt_dirs=["/usr/sbin", "/sbin"]) or ""
-    rules_zone = interface_zone = None
+    rules_zone = interface_zone = source_zones = None
     if firewalld:
         (members, error), members_from = firewalld_members(module, zone), "firewalld"
         rules_zone, interface_zone = firewalld_zones(module, zone, interface)
+        source_zones = firewalld_source_zones(module)
     else:
         (members, error), members_from = (own_members(module, nft), None), "nftables"
     return {"firewalld": firewalld, "nft": nft, "members": members,
             "members_from": members_from if members is not None else None, "error": error,
-            "zone": rules_zone, "interface_zone": interface_zone}
+            "zone": rules_zone, "interface_zone": interface_zone, "source_zones": source_zones}
 
 
 def build_module():

@@ -415,11 +415,86 @@ def evaluate(nodes, settings):
     return report
 
 
-def firewall_gaps(nodes, mode):
-    """One message per node without the firewall that ``mode`` (llm_cluster_firewall) needs; [] for none."""
+def _networks(values):
+    """The IP networks of a list of addresses or CIDRs; what does not read as one is left out."""
+    found = []
+    for value in values or []:
+        try:
+            found.append(ipaddress.ip_network(str(value), strict=False))
+        except ValueError:
+            continue
+    return found
+
+
+def _inside(network, networks):
+    return any(network.version == other.version and network.subnet_of(other) for other in networks)
+
+
+def _zone_entries(entry):
+    """A source zone's sources as (source, [entries]): an address or network stands for itself, an ipset for the
+    entries read from it, a MAC address for none that can be read."""
+    pairs = []
+    for source in entry.get("sources") or []:
+        if str(source).startswith("ipset:"):
+            pairs.append((source, [str(e) for e in (entry.get("ipsets") or {}).get(source[len("ipset:"):]) or []]))
+        else:
+            pairs.append((source, [str(source)]))
+    return pairs
+
+
+def source_zone_gaps(node, members, admin_cidrs):
+    """One message per way a zone that binds sources (firewalld takes its traffic before the interface's zone)
+    defeats the Ray step's rules on ``node``: it refuses a member, or it accepts every port from a network that
+    is neither a member nor an admin network. ``members``: {host: cluster address}."""
+    host = node.get("host", "?")
+    found = (node.get("facts") or {}).get("firewall") or {}
+    rules_zone = found.get("zone")
+    gaps = []
+    for entry in found.get("source_zones") or []:
+        zone = entry.get("zone")
+        if entry.get("error"):
+            gaps.append("%s: firewalld's zones that bind sources cannot be read (%s), and such a zone takes traffic "
+                        "before the rules of the Ray step; fix firewalld on the node, or set llm_cluster_firewall: "
+                        "nftables" % (host, entry["error"]))
+            continue
+        if not zone or zone == rules_zone:
+            continue
+        target = entry.get("target") or "default"
+        fix = ("take it out (firewall-cmd --zone=%s --remove-source=SOURCE, and again with --permanent)" % zone)
+        if target != "ACCEPT":
+            for peer, address in sorted(members.items()):
+                if peer == host or not address:
+                    continue
+                for source, entries in _zone_entries(entry):
+                    if _covers(entries, address):
+                        gaps.append("%s: firewalld zone %s takes the traffic of member %s (%s, source %s) before zone "
+                                    "%s, where the Ray step admits the members, and refuses what it does not open "
+                                    "(target %s): Ray and the engine could not reach this node from %s; %s"
+                                    % (host, zone, peer, address, source, rules_zone, target, peer,
+                                       fix.replace("SOURCE", source)))
+            continue
+        admitted = _networks(list(members.values()) + list(admin_cidrs or []))
+        for source, entries in _zone_entries(entry):
+            # What the source lets in beyond the members and the admin networks; a MAC address (a source or an
+            # ipset's entry) stands for hosts this check cannot tell.
+            beyond = [e for e in entries if not _networks([e]) or not _inside(_networks([e])[0], admitted)]
+            if not beyond:
+                continue
+            what = source if beyond == [source] else "%s (%s)" % (source, ", ".join(beyond))
+            gaps.append("%s: firewalld zone %s accepts every port (target ACCEPT) from %s before the rules of the Ray "
+                        "step see it, and that is not only the members and llm_cluster_admin_cidrs: hosts there would "
+                        "reach Ray and the engine; %s, or list the network in llm_cluster_admin_cidrs to let it in on "
+                        "purpose" % (host, zone, what, fix.replace("SOURCE", source)))
+    return gaps
+
+
+def firewall_gaps(nodes, mode, admin_cidrs=None):
+    """One message per node without the firewall that ``mode`` (llm_cluster_firewall) needs, or whose firewalld
+    zones would defeat the Ray step's rules; [] for none."""
     gaps = []
     if mode == "none":
         return gaps
+    members = dict((n.get("host", "?"), ((n.get("facts") or {}).get("interface") or {}).get("address")) for n in nodes)
     for node in nodes:
         host = node.get("host", "?")
         found = (node.get("facts") or {}).get("firewall") or {}
@@ -444,6 +519,8 @@ def firewall_gaps(nodes, mode):
             gaps.append("%s: %s is in firewalld zone %s, but the Ray step would write its rules to zone %s, which does "
                         "not see that interface's traffic; set ray_cluster_firewalld_zone: %s"
                         % (host, interface, found["interface_zone"], found["zone"], found["interface_zone"]))
+        elif mode in ("auto", "firewalld") and firewalld:
+            gaps += source_zone_gaps(node, members, admin_cidrs)
     return gaps
 
 

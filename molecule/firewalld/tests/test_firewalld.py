@@ -5,7 +5,8 @@
 The converge (prepare and Ray) passed its preflight although each member's zone rejected the other's probe
 ("No route to host": no rule of ours admitted it yet); its second run changed nothing (Molecule's idempotence).
 The tests run in order: what the deploy left, a non-member's scan, check mode, a zone firewalld does not have,
-a cluster interface in another zone than the rules, a worker replaced at a new address, the teardown.
+a cluster interface in another zone than the rules, zones that bind sources, a worker replaced at a new address,
+the teardown.
 """
 
 from __future__ import annotations
@@ -158,6 +159,42 @@ def test_a_cluster_interface_in_another_zone_fails_the_preflight_naming_the_zone
             "which does not see that interface's traffic; set ray_cluster_firewalld_zone: internal") in output, output[-3000:]
     assert "fwd-master1: eth0 is in firewalld zone" not in output
     assert changed == {name: 0 for name in NAMES}, changed
+
+
+def test_zones_that_bind_sources_fail_the_preflight_when_they_refuse_a_member_or_accept_non_members(nodes, addresses):
+    # firewalld hands a packet to the zone of its source before the zone of its interface (runtime only, undone
+    # after): on the head the drop zone takes the worker's address, so the members' rules in the default zone
+    # never see its traffic; on the worker the trusted zone accepts every port from a network that is neither a
+    # member nor an admin network. A blocklist of non-members (the head's block zone) harms nothing.
+    head, worker = nodes["fwd-master1"], nodes["fwd-worker1"]
+    worker_address = addresses["fwd-worker1"]
+    changes = [(head, "--zone=drop --add-source=%s" % worker_address), (head, "--zone=block --add-source=198.51.100.0/24"),
+               (worker, "--zone=trusted --add-source=203.0.113.0/24")]
+    try:
+        for node, change in changes:
+            node.check_output("firewall-cmd %s" % change)
+        result, changed = replace.playbook(INVENTORY, os.path.join(SCENARIO, "converge.yml"))
+    finally:
+        for node, change in changes:
+            node.run("firewall-cmd %s" % change.replace("--add-source", "--remove-source"))
+    output = failure_text(result)
+    assert result.returncode != 0
+    assert "No firewall the Ray step can close the cluster interface with; nothing was changed:" in output
+    assert ("fwd-master1: firewalld zone drop takes the traffic of member fwd-worker1 (%s, source %s) before zone "
+            "public, where the Ray step admits the members, and refuses what it does not open (target DROP): Ray and "
+            "the engine could not reach this node from fwd-worker1; take it out (firewall-cmd --zone=drop "
+            "--remove-source=%s, and again with --permanent)" % (worker_address, worker_address, worker_address)) \
+        in output, output[-3000:]
+    assert ("fwd-worker1: firewalld zone trusted accepts every port (target ACCEPT) from 203.0.113.0/24 before the "
+            "rules of the Ray step see it, and that is not only the members and llm_cluster_admin_cidrs: hosts there "
+            "would reach Ray and the engine; take it out (firewall-cmd --zone=trusted --remove-source=203.0.113.0/24, "
+            "and again with --permanent), or list the network in llm_cluster_admin_cidrs to let it in on purpose") \
+        in output, output[-3000:]
+    assert "zone block" not in output
+    assert changed == {name: 0 for name in NAMES}, changed
+    for name, node in nodes.items():
+        assert rich_rules(node) == wanted(name, addresses)
+        assert "sources: " not in node.check_output("firewall-cmd --get-active-zones")
 
 
 def test_a_worker_replaced_at_a_new_address_is_pending_then_admitted_and_the_old_rule_goes(nodes, addresses, tmp_path):

@@ -188,12 +188,14 @@ def test_with_firewalld_the_rules_zone_and_the_cluster_interface_s_zone_are_read
     # firewalld runs: its zone's rich rules are what admits a member (here none can be listed).
     (0, "/usr/sbin/nft", {"firewalld": True, "nft": "/usr/sbin/nft", "members": None, "members_from": None,
                           "error": "firewall-cmd --list-rich-rules: FirewallD is not running", "zone": None,
-                          "interface_zone": None}),
+                          "interface_zone": None, "source_zones": [
+                              {"zone": None, "target": None, "sources": [], "ipsets": {},
+                               "error": "firewall-cmd --list-all-zones: FirewallD is not running"}]}),
     # systemctl is-active exits 3 for an inactive or unknown unit.
     (3, None, {"firewalld": False, "nft": "", "members": None, "members_from": None, "error": None, "zone": None,
-               "interface_zone": None}),
+               "interface_zone": None, "source_zones": None}),
     (4, "/sbin/nft", {"firewalld": False, "nft": "/sbin/nft", "members": None, "members_from": None, "error": None,
-                      "zone": None, "interface_zone": None}),
+                      "zone": None, "interface_zone": None, "source_zones": None}),
 ])
 def test_firewall_is_a_running_firewalld_or_the_nft_command(active_rc, nft, expected):
     module = firewall_module(active_rc, nft, (1, capture("nft-json-list-set-no-table.txt"),
@@ -206,7 +208,8 @@ def test_no_systemctl_means_no_firewalld():
     module = MagicMock()
     module.get_bin_path.side_effect = lambda name, opt_dirs=None: None
     assert preflight_info.firewall_facts(module) == {"firewalld": False, "nft": "", "members": None, "members_from": None,
-                                                     "error": None, "zone": None, "interface_zone": None}
+                                                     "error": None, "zone": None, "interface_zone": None,
+                                                     "source_zones": None}
     assert module.run_command.call_count == 0
 
 
@@ -232,7 +235,9 @@ def test_with_firewalld_the_members_are_the_sources_its_zone_accepts_on_every_po
     module = firewall_module(0, "/usr/sbin/nft", firewall_cmd_answer=(0, capture("firewall-cmd-list-rich-rules.txt"), ""))
     assert preflight_info.firewall_facts(module, "trusted-cluster") == {
         "firewalld": True, "nft": "/usr/sbin/nft", "members": ["10.20.0.0/16", "172.19.0.2", "172.19.0.9", "fd00:20::/64"],
-        "members_from": "firewalld", "error": None, "zone": "trusted-cluster", "interface_zone": None}
+        "members_from": "firewalld", "error": None, "zone": "trusted-cluster", "interface_zone": None,
+        "source_zones": [{"zone": None, "target": None, "sources": [], "ipsets": {},
+                          "error": "firewall-cmd --list-all-zones: FirewallD is not running"}]}
     assert ["/usr/bin/firewall-cmd", "--zone=trusted-cluster", "--list-rich-rules"] in [c[0][0] for c in module.run_command.call_args_list]
     # No zone: firewalld's default zone, as the Ray step's rules without ray_cluster_firewalld_zone.
     module = firewall_module(0, "/usr/sbin/nft", firewall_cmd_answer=(0, capture("firewall-cmd-list-rich-rules-empty.txt"), ""))
@@ -252,6 +257,42 @@ def test_firewalld_without_its_command_says_so():
     module = firewall_module(0, "/usr/sbin/nft")
     module.get_bin_path.side_effect = lambda name, opt_dirs=None: {"systemctl": "/usr/bin/systemctl"}.get(name)
     assert preflight_info.firewall_facts(module)["error"] == "firewalld runs but there is no firewall-cmd command"
+
+
+def test_no_zone_of_a_fresh_firewalld_binds_a_source():
+    # firewalld 1.3.3's listing of every zone, none with a source (tests/fixtures/system/README.md).
+    assert preflight_info.list_all_zones_sources(capture("firewall-cmd-list-all-zones-default.txt")) == []
+
+
+def test_the_zones_that_bind_sources_are_read_with_their_targets_and_ipsets():
+    # firewalld 1.3.3's own listing with five zones that bind sources: an address, a network, an ipset, a MAC
+    # address and an IPv6 network; the public zone's tab-indented rich rules are not settings.
+    listing = capture("firewall-cmd-list-all-zones-sources.txt")
+    assert preflight_info.list_all_zones_sources(listing) == [
+        {"zone": "block", "target": "%%REJECT%%", "sources": ["ipset:blk"]},
+        {"zone": "drop", "target": "DROP", "sources": ["172.19.0.9"]},
+        {"zone": "internal", "target": "default", "sources": ["fd00:20::/64"]},
+        {"zone": "trusted", "target": "ACCEPT", "sources": ["203.0.113.0/24"]},
+        {"zone": "work", "target": "default", "sources": ["AA:BB:CC:DD:EE:FF"]}]
+    module = firewall_module(0, "/usr/sbin/nft", firewall_cmd_answer=(0, "", ""), zones=dict(
+        DEFAULT_ZONE, **{"--list-all-zones": (0, listing, ""),
+                         "--get-entries": (0, capture("firewall-cmd-ipset-get-entries.txt"), "")}))
+    zones = preflight_info.firewall_facts(module, "", "eth0")["source_zones"]
+    assert zones[0] == {"zone": "block", "target": "%%REJECT%%", "sources": ["ipset:blk"],
+                        "ipsets": {"blk": ["198.51.100.0/24", "172.19.0.2"]}, "error": None}
+    assert [z["ipsets"] for z in zones[1:]] == [{}] * 4 and [z["error"] for z in zones] == [None] * 5
+    assert ["/usr/bin/firewall-cmd", "--ipset=blk", "--get-entries"] in [c[0][0] for c in module.run_command.call_args_list]
+
+
+def test_an_ipset_that_cannot_be_read_is_named_with_firewall_cmd_s_message():
+    listing = "block (active)\n  target: %%REJECT%%\n  sources: ipset:nosuch 10.9.0.0/16\n"
+    module = firewall_module(0, "/usr/sbin/nft", firewall_cmd_answer=(0, "", ""), zones={
+        "--list-all-zones": (0, listing, ""),
+        "--get-entries": (135, capture("firewall-cmd-ipset-get-entries-invalid.txt"),
+                          capture("firewall-cmd-ipset-get-entries-invalid.stderr.txt"))})
+    assert preflight_info.firewall_facts(module)["source_zones"] == [
+        {"zone": "block", "target": "%%REJECT%%", "sources": ["ipset:nosuch", "10.9.0.0/16"], "ipsets": {},
+         "error": "firewall-cmd --ipset=nosuch --get-entries: Error: INVALID_IPSET: nosuch"}]
 
 
 @pytest.mark.parametrize("line, expected", [

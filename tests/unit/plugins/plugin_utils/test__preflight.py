@@ -438,3 +438,84 @@ def test_offline_missing_names_each_host_and_path_it_lacks():
     assert offline_missing(["worker1", "worker2"], hostvars) == [
         "worker1: /wheelhouse is not there (ray_cluster_wheelhouse, the wheels): copy the bundle there",
         "worker2: /images/engine.tar is not there (serve_image_archive, the engine image): copy the tarball"]
+
+
+def zoned(host, address, source_zones, zone="public"):
+    """A node running firewalld whose rules go to ``zone`` (the interface's too), with these zones binding sources."""
+    return {"host": host, "facts": {"interface": {"name": "eth0", "address": address}, "firewall": {
+        "firewalld": True, "nft": "", "members": [], "error": None, "zone": zone, "interface_zone": zone,
+        "source_zones": source_zones}}}
+
+
+# The zones of firewalld 1.3.3's captured listing (tests/fixtures/system/firewall-cmd-list-all-zones-sources.txt),
+# as preflight_info reads them, the ipset's entries read with --get-entries.
+CAPTURED_ZONES = [
+    {"zone": "block", "target": "%%REJECT%%", "sources": ["ipset:blk"], "ipsets": {"blk": ["198.51.100.0/24", "172.19.0.2"]},
+     "error": None},
+    {"zone": "drop", "target": "DROP", "sources": ["172.19.0.9"], "ipsets": {}, "error": None},
+    {"zone": "internal", "target": "default", "sources": ["fd00:20::/64"], "ipsets": {}, "error": None},
+    {"zone": "trusted", "target": "ACCEPT", "sources": ["203.0.113.0/24"], "ipsets": {}, "error": None},
+    {"zone": "work", "target": "default", "sources": ["AA:BB:CC:DD:EE:FF"], "ipsets": {}, "error": None}]
+
+
+def test_a_zone_that_takes_a_member_s_traffic_by_source_and_refuses_it_is_named_with_the_member_and_the_fix():
+    from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._preflight import firewall_gaps
+    nodes = [zoned("m1", "172.19.0.2", CAPTURED_ZONES), zoned("w1", "172.19.0.9", []), zoned("w2", "172.19.0.7", [])]
+    gaps = firewall_gaps(nodes, "auto", ["203.0.113.0/24"])
+    assert gaps == firewall_gaps(nodes, "firewalld", ["203.0.113.0/24"]) == [
+        "m1: firewalld zone drop takes the traffic of member w1 (172.19.0.9, source 172.19.0.9) before zone public, "
+        "where the Ray step admits the members, and refuses what it does not open (target DROP): Ray and the engine "
+        "could not reach this node from w1; take it out (firewall-cmd --zone=drop --remove-source=172.19.0.9, and "
+        "again with --permanent)"]
+    # The ipset of the block zone holds m1's own address: its own traffic is loopback's, not a peer's. Held by w2,
+    # the same ipset refuses m1 there.
+    nodes[2] = zoned("w2", "172.19.0.7", CAPTURED_ZONES[:1])
+    assert firewall_gaps(nodes, "auto", ["203.0.113.0/24"])[1] == (
+        "w2: firewalld zone block takes the traffic of member m1 (172.19.0.2, source ipset:blk) before zone public, "
+        "where the Ray step admits the members, and refuses what it does not open (target %%REJECT%%): Ray and the "
+        "engine could not reach this node from m1; take it out (firewall-cmd --zone=block --remove-source=ipset:blk, "
+        "and again with --permanent)")
+    assert firewall_gaps(nodes, "none") == []
+    assert [g for g in firewall_gaps(nodes, "nftables") if "zone" in g] == []
+
+
+def test_a_zone_that_accepts_every_port_from_more_than_the_members_and_admin_networks_is_named():
+    from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._preflight import firewall_gaps
+    nodes = [zoned("m1", "172.19.0.2", CAPTURED_ZONES[3:4]), zoned("w1", "172.19.0.9", [])]
+    # trusted accepts 203.0.113.0/24 on every port: a network the operators did not name as theirs.
+    assert firewall_gaps(nodes, "auto") == [
+        "m1: firewalld zone trusted accepts every port (target ACCEPT) from 203.0.113.0/24 before the rules of the Ray "
+        "step see it, and that is not only the members and llm_cluster_admin_cidrs: hosts there would reach Ray and "
+        "the engine; take it out (firewall-cmd --zone=trusted --remove-source=203.0.113.0/24, and again with "
+        "--permanent), or list the network in llm_cluster_admin_cidrs to let it in on purpose"]
+    # Inside an admin network, or a member's own address, it is what the Ray step admits anyway.
+    assert firewall_gaps(nodes, "auto", ["203.0.112.0/23"]) == []
+    assert firewall_gaps(nodes, "auto", ["203.0.113.0/25"]) != []
+    members_only = dict(CAPTURED_ZONES[3], sources=["172.19.0.9", "ipset:ours"], ipsets={"ours": ["172.19.0.2"]})
+    assert firewall_gaps([zoned("m1", "172.19.0.2", [members_only]), nodes[1]], "auto") == []
+    # An ipset's entries and a MAC address: what lies beyond is listed; a MAC address cannot be told.
+    wide = dict(CAPTURED_ZONES[3], sources=["ipset:blk", "AA:BB:CC:DD:EE:FF"], ipsets={"blk": ["198.51.100.0/24", "172.19.0.9"]})
+    gaps = firewall_gaps([zoned("m1", "172.19.0.2", [wide]), nodes[1]], "auto")
+    assert [g.split(" before ")[0] for g in gaps] == [
+        "m1: firewalld zone trusted accepts every port (target ACCEPT) from ipset:blk (198.51.100.0/24)",
+        "m1: firewalld zone trusted accepts every port (target ACCEPT) from AA:BB:CC:DD:EE:FF"]
+
+
+def test_source_zones_that_harm_nothing_pass_and_one_that_cannot_be_read_fails():
+    from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._preflight import firewall_gaps
+    # A blocklist (drop, block) of non-members, a default-target zone of another network, a MAC address in a zone
+    # that refuses, and the rules' own zone binding the members by source: none stands between the members.
+    harmless = [dict(CAPTURED_ZONES[0], ipsets={"blk": ["198.51.100.0/24"]}), CAPTURED_ZONES[2], CAPTURED_ZONES[4],
+                {"zone": "public", "target": "default", "sources": ["172.19.0.0/16"], "ipsets": {}, "error": None}]
+    nodes = [zoned("m1", "172.19.0.2", harmless), zoned("w1", "172.19.0.9", harmless)]
+    assert firewall_gaps(nodes, "auto") == []
+    unread = [{"zone": None, "target": None, "sources": [], "ipsets": {},
+               "error": "firewall-cmd --list-all-zones: FirewallD is not running"},
+              dict(CAPTURED_ZONES[0], ipsets={}, error="firewall-cmd --ipset=blk --get-entries: Error: INVALID_IPSET: blk")]
+    assert firewall_gaps([zoned("m1", "172.19.0.2", unread)], "auto") == [
+        "m1: firewalld's zones that bind sources cannot be read (firewall-cmd --list-all-zones: FirewallD is not "
+        "running), and such a zone takes traffic before the rules of the Ray step; fix firewalld on the node, or set "
+        "llm_cluster_firewall: nftables",
+        "m1: firewalld's zones that bind sources cannot be read (firewall-cmd --ipset=blk --get-entries: Error: "
+        "INVALID_IPSET: blk), and such a zone takes traffic before the rules of the Ray step; fix firewalld on the "
+        "node, or set llm_cluster_firewall: nftables"]
