@@ -280,12 +280,15 @@ def _covers(members, address):
 def _pending(result, address, admitted):
     """A probe that failed only because the target's firewall does not admit this node yet: the target's rules
     (read) do not list the address, and the failure is what that firewall does to a stranger (a drop times out;
-    firewalld's reject reads as "No route to host")."""
+    firewalld's zone rejects, which reads as "No route to host" on its nftables backend, an ICMP
+    admin-prohibited, and as "Connection refused" on its iptables backend, an ICMP port-unreachable: the
+    target's probe listener holds the port, so a refusal there is the zone's)."""
     if result.get("reachable") or not address or result.get("name") not in admitted:
         return False
     members, rejects = admitted[result["name"]]
     error = str(result.get("error"))
-    refused_by_rule = "timed out" in error or (rejects and ("No route to host" in error or "Errno 113" in error))
+    refused_by_rule = "timed out" in error or (rejects and any(text in error for text in (
+        "No route to host", "Errno 113", "Connection refused", "Errno 111")))
     return refused_by_rule and not _covers(members, address)
 
 

@@ -1,6 +1,7 @@
 # Copyright (c) 2026 aihost.llm_cluster contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""The firewalld path on two CPU-only nodes that run Debian's firewalld (1.3.3) from before the first deploy.
+"""The firewalld path on two CPU-only nodes that run Debian's firewalld (1.3.3) from before the first deploy, the head
+on firewalld's nftables backend and the worker on its iptables backend.
 
 The converge (prepare and Ray) passed its preflight although each member's zone rejected the other's probe
 ("No route to host": no rule of ours admitted it yet); its second run changed nothing (Molecule's idempotence).
@@ -24,6 +25,10 @@ SCENARIO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 NAMES = ["fwd-master1", "fwd-worker1"]
 UNIT = {"fwd-master1": "llm-cluster-ray-head", "fwd-worker1": "llm-cluster-ray-worker"}
+# firewalld's backend on each node (molecule.yml, prepare.yml), and how each shows a member's rule in the kernel.
+BACKEND = {"fwd-master1": "nftables", "fwd-worker1": "iptables"}
+KERNEL_RULES = {"nftables": ("nft list chain inet firewalld filter_IN_public_allow", "ip saddr %s accept"),
+                "iptables": ("iptables -S IN_public_allow", "-A IN_public_allow -s %s/32 -j ACCEPT")}
 PY = "/opt/llm_cluster/ray/bin/python"
 AUTH_ENV = "/etc/llm_cluster/ray-auth.env"
 RECORD = "/etc/llm_cluster/ray-firewalld-rules.json"
@@ -85,6 +90,7 @@ def main_pid(node, unit):
 def test_ray_formed_behind_firewalld_with_the_guard_bound_to_it(nodes, addresses):
     for name, node in nodes.items():
         assert node.check_output("firewall-cmd --state") == "running"
+        assert node.check_output("sed -n 's/^FirewallBackend=//p' /etc/firewalld/firewalld.conf") == BACKEND[name]
         assert node.check_output("systemctl is-active llm-cluster-firewall %s" % UNIT[name]).split() == ["active", "active"]
         guard = node.file("/etc/systemd/system/llm-cluster-firewall.service").content_string
         assert "BindsTo=firewalld.service" in guard and "ExecStart=/bin/true" in guard
@@ -100,6 +106,10 @@ def test_each_zone_admits_the_members_on_every_port_and_the_rules_are_recorded(n
         record = node.file(RECORD)
         assert record.mode == 0o600 and record.user == "root"
         assert json.loads(record.content_string) == {"rules": [{"rule": rule, "zone": ""} for rule in want]}
+        # In the kernel, through the node's backend: each member's address accepted on every port.
+        command, line = KERNEL_RULES[BACKEND[name]]
+        kernel = node.check_output(command)
+        assert all(line % address in kernel for address in addresses.values()), (name, kernel)
 
 
 def test_a_non_member_reaches_no_port_of_ours(nodes, addresses):
@@ -115,9 +125,15 @@ def test_a_non_member_reaches_no_port_of_ours(nodes, addresses):
     for name, address in addresses.items():
         sshd = nodes[name].run("ss -Htln 'sport = :22'").stdout.strip() != ""
         # firewalld's public zone keeps its ssh service; it rejects the rest (an ICMP the kernel rate-limits, so
-        # most connects go unanswered), and nothing refuses: no port of ours is reachable.
+        # most connects go unanswered): no port of ours is reachable. On the nftables backend the reject is an
+        # admin-prohibited (EHOSTUNREACH) and nothing refuses; on the iptables backend it is a port-unreachable,
+        # which a connect reads as refused.
         assert scan[address]["open"] == ([22] if sshd else []), (name, scan[address]["open"])
-        assert scan[address]["refused"] == [], (name, scan[address]["refused"][:20])
+        if BACKEND[name] == "nftables":
+            assert scan[address]["refused"] == [], (name, scan[address]["refused"][:20])
+        else:
+            iptables_rejects = nodes[name].check_output("iptables -S IN_public")
+            assert "-A IN_public -j REJECT --reject-with icmp-port-unreachable" in iptables_rejects, iptables_rejects
         assert set(scan[address]["errors"].values()) <= {"EHOSTUNREACH"}, (name, scan[address]["errors"])
 
 
