@@ -115,8 +115,8 @@ firewall:
       zone) and C(interface_zone) the zone that takes the cluster interface's traffic (the zone it is bound
       to, or the default zone); both null without firewalld. The preflight fails a node where they differ,
       since the Ray step's rules would not apply to the cluster's traffic.
-    - With firewalld running, C(source_zones) lists each zone that binds sources (C(firewall-cmd
-      --list-all-zones)): its C(zone), C(target) and C(sources) as firewalld prints them, C(ipsets) the
+    - With firewalld running, C(source_zones) lists each zone that binds sources, read with C(firewall-cmd
+      --list-all-zones), with its C(zone), C(target) and C(sources) as firewalld prints them, C(ipsets) the
       entries of each C(ipset:NAME) source (C(firewall-cmd --ipset=NAME --get-entries)), and C(error) why a
       listing failed. firewalld hands a packet to the zone of its source before the zone of its interface, so
       such a zone takes a member's or a stranger's traffic before the rules of the Ray step see it; the

@@ -227,7 +227,7 @@ def test_preflight_fails_a_node_without_a_firewall_before_any_change(tmp_path):
     runs = {}
     for mode in GATE:
         play = [{"name": mode, "hosts": "all", "gather_facts": False, "connection": "local",
-                 "vars": {"prepare_firewall": mode},
+                 "vars": {"prepare_firewall": mode, "prepare_admin_cidrs": []},
                  "tasks": [{"name": "Stand in for what preflight_info read", "ansible.builtin.set_fact": {
                      "__prepare_node": {"host": "{{ inventory_hostname }}", "facts": {"firewall": "{{ found }}"}}}}] + gate}]
         (tmp_path / ("%s.yml" % mode)).write_text(yaml.safe_dump(play, sort_keys=False))

@@ -734,6 +734,35 @@ def test_restore_puts_back_what_the_watchdog_bound(nodes):
     assert result.returncode == 0 and set(changed.values()) == {0}, result.stdout[-3000:]
 
 
+def test_a_headless_rank_started_alone_is_taken_in_by_the_api_node_s_watchdog(nodes, url, key):
+    """The headless node's engine container started again alone, as its node's boot starts it (Docker's
+    unless-stopped policy), while the API node's engine runs on: the new rank waits for a DP coordinator that
+    never takes it in ("Waiting for READY message from DP Coordinator..."), rank 0 serves, rank 1 answers
+    nothing. No Ansible run: the API node's watchdog finds rank 1 silent and restarts its own engine, and the
+    waiting rank joins the new one."""
+    head, worker = nodes["ct-master1"], nodes["ct-worker1"]
+    before = {name: len(restarts(node)) for name, node in nodes.items()}
+    head_started = inspect(head, ENGINE)["State"]["StartedAt"]
+    worker.check_output("docker restart --time 30 %s" % ENGINE)
+    started = time.monotonic()
+    rank_started = inspect(worker, ENGINE)["State"]["StartedAt"]
+    deadline = started + 480
+    while not (len(restarts(head)) > before["ct-master1"] and watchdog_state(head)["result"] == "ok"):
+        assert time.monotonic() < deadline, (watchdog_state(head), worker.check_output("docker logs --tail 20 %s 2>&1" % ENGINE))
+        time.sleep(2)
+    record_timing("headless_rank_started_alone_to_both_ranks_serving_s", time.monotonic() - started)
+    last = restarts(head)[-1]
+    assert "rank 1: no answer within 5s" in last["reason"] and last["ok"] is True, last
+    assert last["command"] == "docker restart --time 30 %s" % ENGINE
+    assert inspect(head, ENGINE)["State"]["StartedAt"] != head_started
+    assert "Waiting for READY message from DP Coordinator" in worker.check_output("docker logs %s 2>&1" % ENGINE)
+    # The waiting rank joined the new engine as it was: its watchdog restarted nothing.
+    assert len(restarts(worker)) == before["ct-worker1"], restarts(worker)[before["ct-worker1"]:]
+    assert inspect(worker, ENGINE)["State"]["StartedAt"] == rank_started
+    assert [answers(url, key, rank) for rank in (0, 1)] == [200, 200]
+    test_both_data_parallel_ranks_serve(nodes, url, key)
+
+
 ROUTER_UNITS = ("llm-cluster-router.service", "llm-cluster-api-front.service")
 # The nodes' 8 fake NPUs would make each replica tensor parallel 8 (the tiny model has 2 heads): one, as the
 # data-parallel ranks above.
