@@ -23,7 +23,11 @@ once, when both start; when that engine restarts, the new one waits for every
 rank to join it again. So after ``failures`` failed reads in a row, a follower
 restarts its own engine if that engine started before the API node was last
 seen healthy (it belongs to the engine that went away), and never an engine
-that started after (it has joined the new one, or is joining it).
+that started after (it has joined the new one, or is joining it). A rank that
+started alone and waits for an API node's engine that never takes it in (its
+node rebooted) also saw that /health answer: when the API node's watchdog then
+restarts its engine, this one restarts the waiting rank once too, at the same
+time, which /health alone cannot tell apart from a rank that had joined.
 
 While a deploy restarts the engines in its own order it writes a pause file
 (``pause_file``: the seconds the pause lasts, counted from the file's mtime, so
@@ -354,7 +358,8 @@ def follow(config, state, runner, opener, at, age, restarts):
             log("%s: %s" % (config["name"], state["detail"]))
         return state
     return escalate(config, state, runner, at, reason, restarts,
-                    "; this engine joined the API node's engine before it went away")
+                    "; this engine ran while the API node was last seen healthy: it had joined, or was waiting "
+                    "for, the engine that went away")
 
 
 def serving(config, state, at, message, **extra):
