@@ -522,7 +522,7 @@ def firewall_gaps(nodes, mode, admin_cidrs=None):
             gaps.append("%s: %s is in firewalld zone %s, but the Ray step would write its rules to zone %s, which does "
                         "not see that interface's traffic; set ray_cluster_firewalld_zone: %s"
                         % (host, interface, found["interface_zone"], found["zone"], found["interface_zone"]))
-        elif mode in ("auto", "firewalld") and firewalld:
+        if mode in ("auto", "firewalld") and firewalld and not found.get("error"):
             gaps += source_zone_gaps(node, members, admin_cidrs)
     return gaps
 

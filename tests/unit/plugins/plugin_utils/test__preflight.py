@@ -480,6 +480,10 @@ def test_a_zone_that_takes_a_member_s_traffic_by_source_and_refuses_it_is_named_
         "and again with --permanent)")
     assert firewall_gaps(nodes, "none") == []
     assert [g for g in firewall_gaps(nodes, "nftables") if "zone" in g] == []
+    # A node whose interface is in another zone too: both are named.
+    nodes[2]["facts"]["firewall"]["interface_zone"] = "internal"
+    assert [g[:29] for g in firewall_gaps(nodes, "auto", ["203.0.113.0/24"])] == [
+        "m1: firewalld zone drop takes", "w2: eth0 is in firewalld zone", "w2: firewalld zone block take"]
 
 
 def test_a_zone_that_accepts_every_port_from_more_than_the_members_and_admin_networks_is_named():
