@@ -118,7 +118,9 @@ firewall:
     - With firewalld running, C(source_zones) lists each zone that binds sources, read with C(firewall-cmd
       --list-all-zones), with its C(zone), C(target) and C(sources) as firewalld prints them, C(ipsets) the
       entries of each C(ipset:NAME) source (C(firewall-cmd --ipset=NAME --get-entries)), and C(error) why a
-      listing failed. firewalld hands a packet to the zone of its source before the zone of its interface, so
+      listing failed; the running configuration's zones first, then the permanent configuration's (read with
+      C(--permanent), C(permanent) true), which firewalld's next reload or the node's boot makes running.
+      firewalld hands a packet to the zone of its source before the zone of its interface, so
       such a zone takes a member's or a stranger's traffic before the rules of the Ray step see it; the
       preflight judges them. Null without firewalld.
   returned: always
@@ -305,31 +307,41 @@ def list_all_zones_sources(text):
     return [entry for entry in zones if entry["sources"]]
 
 
-def firewalld_source_zones(module):
-    """The zones that bind sources, each with its ipsets' entries read (``ipsets``) and ``error`` (why a listing
-    failed, firewall-cmd's message); a one-entry list with ``error`` when the zones cannot be listed."""
-    command = module.get_bin_path("firewall-cmd", opt_dirs=["/usr/bin", "/usr/sbin", "/bin", "/sbin"])
-    if not command:
-        return None
-    rc, out, err = module.run_command([command, "--list-all-zones"], environ_update=LOCALE)
+def _source_zones(module, command, permanent):
+    """The zones that bind sources in firewalld's running (or with ``permanent`` its permanent) configuration,
+    each with its ipsets' entries read and ``error``; a one-entry list with ``error`` when the zones cannot be
+    listed."""
+    flag = ["--permanent"] if permanent else []
+    shown = " ".join(["firewall-cmd"] + flag)
+    rc, out, err = module.run_command([command] + flag + ["--list-all-zones"], environ_update=LOCALE)
     if rc != 0:
-        return [{"zone": None, "target": None, "sources": [], "ipsets": {},
-                 "error": "firewall-cmd --list-all-zones: %s" % ((err or out).strip() or "exit status %d" % rc)}]
+        return [{"zone": None, "target": None, "sources": [], "ipsets": {}, "permanent": permanent,
+                 "error": "%s --list-all-zones: %s" % (shown, (err or out).strip() or "exit status %d" % rc)}]
     zones = list_all_zones_sources(out)
     for entry in zones:
-        entry["ipsets"], problems = {}, []
+        entry["ipsets"], entry["permanent"], problems = {}, permanent, []
         for source in entry["sources"]:
             if not source.startswith("ipset:"):
                 continue
             name = source[len("ipset:"):]
-            rc, out, err = module.run_command([command, "--ipset=%s" % name, "--get-entries"], environ_update=LOCALE)
+            rc, out, err = module.run_command([command] + flag + ["--ipset=%s" % name, "--get-entries"],
+                                              environ_update=LOCALE)
             if rc == 0:
                 entry["ipsets"][name] = out.split()
             else:
-                problems.append("firewall-cmd --ipset=%s --get-entries: %s"
-                                % (name, (err or out).strip() or "exit status %d" % rc))
+                problems.append("%s --ipset=%s --get-entries: %s" % (shown, name, (err or out).strip() or "exit status %d" % rc))
         entry["error"] = "; ".join(problems) or None
     return zones
+
+
+def firewalld_source_zones(module):
+    """The zones that bind sources, running then permanent (``permanent``: what firewalld's next reload or the
+    node's boot makes running), each with its ipsets' entries (``ipsets``) and ``error`` (why a listing failed,
+    firewall-cmd's message)."""
+    command = module.get_bin_path("firewall-cmd", opt_dirs=["/usr/bin", "/usr/sbin", "/bin", "/sbin"])
+    if not command:
+        return None
+    return _source_zones(module, command, False) + _source_zones(module, command, True)
 
 
 def firewall_facts(module, zone="", interface=""):

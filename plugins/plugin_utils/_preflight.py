@@ -449,11 +449,24 @@ def source_zone_gaps(node, members, admin_cidrs):
     """One message per way a zone that binds sources (firewalld takes its traffic before the interface's zone)
     defeats the Ray step's rules on ``node``: it refuses a member, or it accepts every port from a network that
     is neither a member nor an admin network. ``members``: {host: cluster address}."""
-    host = node.get("host", "?")
     found = (node.get("facts") or {}).get("firewall") or {}
-    rules_zone = found.get("zone")
+    zones = found.get("source_zones") or []
+    running = _source_zone_gaps(node, [z for z in zones if not z.get("permanent")], members, admin_cidrs)
+    # The permanent configuration, what firewalld's next reload or the node's boot makes running: what the running
+    # one does not show already, undone there alone.
+    later = [gap.replace("(firewall-cmd --zone=", "(firewall-cmd --permanent --zone=").replace(
+        ", and again with --permanent)", ")") + "; this is firewalld's permanent configuration, not running yet: its "
+        "next reload or the node's boot makes it so"
+        for gap in _source_zone_gaps(node, [z for z in zones if z.get("permanent")], members, admin_cidrs)
+        if gap not in running]
+    return running + later
+
+
+def _source_zone_gaps(node, zones, members, admin_cidrs):
+    host = node.get("host", "?")
+    rules_zone = ((node.get("facts") or {}).get("firewall") or {}).get("zone")
     gaps = []
-    for entry in found.get("source_zones") or []:
+    for entry in zones:
         zone = entry.get("zone")
         if entry.get("error"):
             gaps.append("%s: firewalld's zones that bind sources cannot be read (%s), and such a zone takes traffic "

@@ -181,11 +181,14 @@ def test_zones_that_bind_sources_fail_the_preflight_when_they_refuse_a_member_or
     # firewalld hands a packet to the zone of its source before the zone of its interface (runtime only, undone
     # after): on the head the drop zone takes the worker's address, so the members' rules in the default zone
     # never see its traffic; on the worker the trusted zone accepts every port from a network that is neither a
-    # member nor an admin network. A blocklist of non-members (the head's block zone) harms nothing.
+    # member nor an admin network. A blocklist of non-members (the head's block zone) harms nothing. On the
+    # worker the drop zone takes the head's address in the permanent configuration only: not running until
+    # firewalld's next reload or the node's boot, which would then cut the head off.
     head, worker = nodes["fwd-master1"], nodes["fwd-worker1"]
-    worker_address = addresses["fwd-worker1"]
+    worker_address, head_address = addresses["fwd-worker1"], addresses["fwd-master1"]
     changes = [(head, "--zone=drop --add-source=%s" % worker_address), (head, "--zone=block --add-source=198.51.100.0/24"),
-               (worker, "--zone=trusted --add-source=203.0.113.0/24")]
+               (worker, "--zone=trusted --add-source=203.0.113.0/24"),
+               (worker, "--permanent --zone=drop --add-source=%s" % head_address)]
     try:
         for node, change in changes:
             node.check_output("firewall-cmd %s" % change)
@@ -206,11 +209,17 @@ def test_zones_that_bind_sources_fail_the_preflight_when_they_refuse_a_member_or
             "would reach Ray and the engine; take it out (firewall-cmd --zone=trusted --remove-source=203.0.113.0/24, "
             "and again with --permanent), or list the network in llm_cluster_admin_cidrs to let it in on purpose") \
         in output, output[-3000:]
+    assert ("fwd-worker1: firewalld zone drop takes the traffic of member fwd-master1 (%s, source %s) before zone "
+            "public, where the Ray step admits the members, and refuses what it does not open (target DROP): Ray and "
+            "the engine could not reach this node from fwd-master1; take it out (firewall-cmd --permanent --zone=drop "
+            "--remove-source=%s); this is firewalld's permanent configuration, not running yet: its next reload or "
+            "the node's boot makes it so" % (head_address, head_address, head_address)) in output, output[-3000:]
     assert "zone block" not in output
     assert changed == {name: 0 for name in NAMES}, changed
     for name, node in nodes.items():
         assert rich_rules(node) == wanted(name, addresses)
         assert "sources: " not in node.check_output("firewall-cmd --get-active-zones")
+        assert node.check_output("firewall-cmd --permanent --zone=drop --list-sources") == ""
 
 
 def test_a_worker_replaced_at_a_new_address_is_pending_then_admitted_and_the_old_rule_goes(nodes, addresses, tmp_path):

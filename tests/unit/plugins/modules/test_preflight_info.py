@@ -146,7 +146,8 @@ def capture(name):
 def firewall_module(active_rc, nft, nft_answer=(1, "", ""), firewall_cmd_answer=(252, "", "FirewallD is not running\n"),
                     zones=None):
     """systemctl answers is-active with ``active_rc``; nft (at ``nft``) answers ``nft_answer``, firewall-cmd
-    ``--list-rich-rules`` ``firewall_cmd_answer`` and its zone queries ``zones`` ({option: answer})."""
+    ``--list-rich-rules`` ``firewall_cmd_answer`` and its zone queries ``zones`` ({option: answer}; with
+    ``--permanent`` the answer of ``"--permanent " + option`` where there is one)."""
     module = MagicMock()
     paths = {"systemctl": "/usr/bin/systemctl", "nft": nft, "firewall-cmd": "/usr/bin/firewall-cmd"}
     module.get_bin_path.side_effect = lambda name, opt_dirs=None: paths[name]
@@ -157,7 +158,10 @@ def firewall_module(active_rc, nft, nft_answer=(1, "", ""), firewall_cmd_answer=
         if argv[0] == "/usr/bin/firewall-cmd":
             if argv[-1] == "--list-rich-rules":
                 return firewall_cmd_answer
-            return (zones or {}).get(argv[-1].split("=")[0], (252, "", "FirewallD is not running\n"))
+            option = argv[-1].split("=")[0]
+            if "--permanent" in argv and "--permanent " + option in (zones or {}):
+                option = "--permanent " + option
+            return (zones or {}).get(option, (252, "", "FirewallD is not running\n"))
         return nft_answer
     module.run_command.side_effect = answer
     return module
@@ -189,8 +193,10 @@ def test_with_firewalld_the_rules_zone_and_the_cluster_interface_s_zone_are_read
     (0, "/usr/sbin/nft", {"firewalld": True, "nft": "/usr/sbin/nft", "members": None, "members_from": None,
                           "error": "firewall-cmd --list-rich-rules: FirewallD is not running", "zone": None,
                           "interface_zone": None, "source_zones": [
-                              {"zone": None, "target": None, "sources": [], "ipsets": {},
-                               "error": "firewall-cmd --list-all-zones: FirewallD is not running"}]}),
+                              {"zone": None, "target": None, "sources": [], "ipsets": {}, "permanent": False,
+                               "error": "firewall-cmd --list-all-zones: FirewallD is not running"},
+                              {"zone": None, "target": None, "sources": [], "ipsets": {}, "permanent": True,
+                               "error": "firewall-cmd --permanent --list-all-zones: FirewallD is not running"}]}),
     # systemctl is-active exits 3 for an inactive or unknown unit.
     (3, None, {"firewalld": False, "nft": "", "members": None, "members_from": None, "error": None, "zone": None,
                "interface_zone": None, "source_zones": None}),
@@ -236,8 +242,10 @@ def test_with_firewalld_the_members_are_the_sources_its_zone_accepts_on_every_po
     assert preflight_info.firewall_facts(module, "trusted-cluster") == {
         "firewalld": True, "nft": "/usr/sbin/nft", "members": ["10.20.0.0/16", "172.19.0.2", "172.19.0.9", "fd00:20::/64"],
         "members_from": "firewalld", "error": None, "zone": "trusted-cluster", "interface_zone": None,
-        "source_zones": [{"zone": None, "target": None, "sources": [], "ipsets": {},
-                          "error": "firewall-cmd --list-all-zones: FirewallD is not running"}]}
+        "source_zones": [{"zone": None, "target": None, "sources": [], "ipsets": {}, "permanent": False,
+                          "error": "firewall-cmd --list-all-zones: FirewallD is not running"},
+                         {"zone": None, "target": None, "sources": [], "ipsets": {}, "permanent": True,
+                          "error": "firewall-cmd --permanent --list-all-zones: FirewallD is not running"}]}
     assert ["/usr/bin/firewall-cmd", "--zone=trusted-cluster", "--list-rich-rules"] in [c[0][0] for c in module.run_command.call_args_list]
     # No zone: firewalld's default zone, as the Ray step's rules without ray_cluster_firewalld_zone.
     module = firewall_module(0, "/usr/sbin/nft", firewall_cmd_answer=(0, capture("firewall-cmd-list-rich-rules-empty.txt"), ""))
@@ -276,12 +284,29 @@ def test_the_zones_that_bind_sources_are_read_with_their_targets_and_ipsets():
         {"zone": "work", "target": "default", "sources": ["AA:BB:CC:DD:EE:FF"]}]
     module = firewall_module(0, "/usr/sbin/nft", firewall_cmd_answer=(0, "", ""), zones=dict(
         DEFAULT_ZONE, **{"--list-all-zones": (0, listing, ""),
-                         "--get-entries": (0, capture("firewall-cmd-ipset-get-entries.txt"), "")}))
+                         "--get-entries": (0, capture("firewall-cmd-ipset-get-entries.txt"), ""),
+                         "--permanent --list-all-zones": (0, capture("firewall-cmd-list-all-zones-default.txt"), "")}))
     zones = preflight_info.firewall_facts(module, "", "eth0")["source_zones"]
     assert zones[0] == {"zone": "block", "target": "%%REJECT%%", "sources": ["ipset:blk"],
-                        "ipsets": {"blk": ["198.51.100.0/24", "172.19.0.2"]}, "error": None}
+                        "ipsets": {"blk": ["198.51.100.0/24", "172.19.0.2"]}, "permanent": False, "error": None}
     assert [z["ipsets"] for z in zones[1:]] == [{}] * 4 and [z["error"] for z in zones] == [None] * 5
     assert ["/usr/bin/firewall-cmd", "--ipset=blk", "--get-entries"] in [c[0][0] for c in module.run_command.call_args_list]
+
+
+def test_the_permanent_configuration_s_source_zones_are_read_too():
+    # firewalld 1.3.3 with two sources added with --permanent only (no reload): the running configuration binds
+    # none (tests/fixtures/system/README.md).
+    module = firewall_module(0, "/usr/sbin/nft", firewall_cmd_answer=(0, "", ""), zones={
+        "--list-all-zones": (0, capture("firewall-cmd-list-all-zones-default.txt"), ""),
+        "--permanent --list-all-zones": (0, capture("firewall-cmd-permanent-list-all-zones-sources.txt"), ""),
+        "--permanent --get-entries": (0, capture("firewall-cmd-permanent-ipset-get-entries.txt"), "")})
+    assert preflight_info.firewall_facts(module)["source_zones"] == [
+        {"zone": "block", "target": "%%REJECT%%", "sources": ["ipset:blk"], "ipsets": {"blk": ["10.9.9.0/24"]},
+         "permanent": True, "error": None},
+        {"zone": "drop", "target": "DROP", "sources": ["172.19.0.9"], "ipsets": {}, "permanent": True, "error": None}]
+    calls = [c[0][0] for c in module.run_command.call_args_list]
+    assert ["/usr/bin/firewall-cmd", "--permanent", "--list-all-zones"] in calls
+    assert ["/usr/bin/firewall-cmd", "--permanent", "--ipset=blk", "--get-entries"] in calls
 
 
 def test_an_ipset_that_cannot_be_read_is_named_with_firewall_cmd_s_message():
@@ -292,7 +317,8 @@ def test_an_ipset_that_cannot_be_read_is_named_with_firewall_cmd_s_message():
                           capture("firewall-cmd-ipset-get-entries-invalid.stderr.txt"))})
     assert preflight_info.firewall_facts(module)["source_zones"] == [
         {"zone": "block", "target": "%%REJECT%%", "sources": ["ipset:nosuch", "10.9.0.0/16"], "ipsets": {},
-         "error": "firewall-cmd --ipset=nosuch --get-entries: Error: INVALID_IPSET: nosuch"}]
+         "permanent": permanent, "error": "firewall-cmd %s--ipset=nosuch --get-entries: Error: INVALID_IPSET: nosuch"
+         % ("--permanent " if permanent else "")} for permanent in (False, True)]
 
 
 @pytest.mark.parametrize("line, expected", [

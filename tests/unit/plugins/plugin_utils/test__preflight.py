@@ -526,3 +526,22 @@ def test_source_zones_that_harm_nothing_pass_and_one_that_cannot_be_read_fails()
         "m1: firewalld's zones that bind sources cannot be read (firewall-cmd --ipset=blk --get-entries: Error: "
         "INVALID_IPSET: blk), and such a zone takes traffic before the rules of the Ray step; fix firewalld on the "
         "node, or set llm_cluster_firewall: nftables"]
+
+
+def test_the_permanent_configuration_is_judged_too_and_named_as_such():
+    from ansible_collections.aihost.llm_cluster.plugins.plugin_utils._preflight import firewall_gaps
+    # firewalld 1.3.3 with sources added with --permanent only (firewall-cmd-permanent-list-all-zones-sources.txt):
+    # not running yet, running after the next reload or boot.
+    later = [dict(CAPTURED_ZONES[1], permanent=True),
+             dict(CAPTURED_ZONES[0], ipsets={"blk": ["10.9.9.0/24"]}, permanent=True)]
+    nodes = [zoned("m1", "172.19.0.2", later), zoned("w1", "172.19.0.9", [])]
+    assert firewall_gaps(nodes, "auto") == [
+        "m1: firewalld zone drop takes the traffic of member w1 (172.19.0.9, source 172.19.0.9) before zone public, "
+        "where the Ray step admits the members, and refuses what it does not open (target DROP): Ray and the engine "
+        "could not reach this node from w1; take it out (firewall-cmd --permanent --zone=drop "
+        "--remove-source=172.19.0.9); this is firewalld's permanent configuration, not running yet: its next reload "
+        "or the node's boot makes it so"]
+    # Running and permanent alike: named once, as running.
+    both = [dict(CAPTURED_ZONES[1], permanent=False), dict(CAPTURED_ZONES[1], permanent=True)]
+    assert [g[-40:] for g in firewall_gaps([zoned("m1", "172.19.0.2", both), nodes[1]], "auto")] == [
+        "ve-source=172.19.0.9, and again with --permanent)"[-40:]]
