@@ -469,9 +469,9 @@ def _source_zone_gaps(node, zones, members, admin_cidrs):
     for entry in zones:
         zone = entry.get("zone")
         if entry.get("error"):
-            gaps.append("%s: firewalld's zones that bind sources cannot be read (%s), and such a zone takes traffic "
-                        "before the rules of the Ray step; fix firewalld on the node, or set llm_cluster_firewall: "
-                        "nftables" % (host, entry["error"]))
+            gaps.append("%s: firewalld's zones that bind sources cannot be read (%s), so the preflight cannot tell "
+                        "whether one takes a member's or a stranger's traffic before the rules of the Ray step; make "
+                        "that command answer on the node, then run again" % (host, entry["error"]))
             continue
         if not zone or zone == rules_zone:
             continue

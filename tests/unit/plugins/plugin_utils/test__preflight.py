@@ -521,11 +521,11 @@ def test_source_zones_that_harm_nothing_pass_and_one_that_cannot_be_read_fails()
               dict(CAPTURED_ZONES[0], ipsets={}, error="firewall-cmd --ipset=blk --get-entries: Error: INVALID_IPSET: blk")]
     assert firewall_gaps([zoned("m1", "172.19.0.2", unread)], "auto") == [
         "m1: firewalld's zones that bind sources cannot be read (firewall-cmd --list-all-zones: FirewallD is not "
-        "running), and such a zone takes traffic before the rules of the Ray step; fix firewalld on the node, or set "
-        "llm_cluster_firewall: nftables",
+        "running), so the preflight cannot tell whether one takes a member's or a stranger's traffic before the rules "
+        "of the Ray step; make that command answer on the node, then run again",
         "m1: firewalld's zones that bind sources cannot be read (firewall-cmd --ipset=blk --get-entries: Error: "
-        "INVALID_IPSET: blk), and such a zone takes traffic before the rules of the Ray step; fix firewalld on the "
-        "node, or set llm_cluster_firewall: nftables"]
+        "INVALID_IPSET: blk), so the preflight cannot tell whether one takes a member's or a stranger's traffic "
+        "before the rules of the Ray step; make that command answer on the node, then run again"]
 
 
 def test_the_permanent_configuration_is_judged_too_and_named_as_such():
