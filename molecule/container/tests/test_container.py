@@ -614,7 +614,9 @@ def test_a_hung_engine_core_behind_a_live_api_is_restarted_by_the_watchdog(nodes
     assert last["ok"] is True and last["command"] == "docker restart --time 30 %s" % ENGINE
     # The headless rank had joined the engine that went away: its watchdog restarted it, once.
     assert len(restarts(worker)) == before["ct-worker1"] + 1
-    assert restarts(worker)[-1]["reason"].endswith("this engine ran while the API node was last seen healthy: it had joined, or was waiting for, the engine that went away")
+    ran = ("this engine ran while the API node was last seen healthy: it had joined, or was waiting for, the engine "
+           "that went away")
+    assert restarts(worker)[-1]["reason"].endswith(ran)
     assert all(inspect(node, ENGINE)["State"]["StartedAt"] != started[name] for name, node in nodes.items())
     journal = head.check_output("journalctl -u llm-cluster-watchdog.service --no-pager")
     assert "restarted (docker restart --time 30 %s)" % ENGINE in journal

@@ -283,7 +283,9 @@ def test_a_follower_that_joined_the_engine_that_went_away_restarts_once(server):
     assert state["result"] == "failing" and state["last_error"] == "the API node's /health: HTTP 503 Service Unavailable"
     state = step(follower(server, failures=2), state, runner, 160.0, 2060.0)
     assert runner.restarts == [["systemctl", "restart", "llm-cluster-engine.service"]] and state["result"] == "restarted"
-    assert state["restarts"][0]["reason"].endswith("this engine ran while the API node was last seen healthy: it had joined, or was waiting for, the engine that went away")
+    ran = ("this engine ran while the API node was last seen healthy: it had joined, or was waiting for, the engine "
+           "that went away")
+    assert state["restarts"][0]["reason"].endswith(ran)
     # The restarted rank started after the API node was last seen healthy: it joins the new engine, and is
     # never restarted again in this outage.
     runner.props = running("r2", entered_s=2065.0)
