@@ -433,6 +433,12 @@ def _inside(network, networks):
     return any(network.version == other.version and network.subnet_of(other) for other in networks)
 
 
+def _outside(value, networks):
+    """Whether an address or network lies beyond every one of ``networks``; what is no address (a MAC) does."""
+    found = _networks([value])
+    return not found or not _inside(found[0], networks)
+
+
 def _zone_entries(entry):
     """A source zone's sources as (source, [entries]): an address or network stands for itself, an ipset for the
     entries read from it, a MAC address for none that can be read."""
@@ -448,59 +454,54 @@ def _zone_entries(entry):
 def source_zone_gaps(node, members, admin_cidrs):
     """One message per way a zone that binds sources (firewalld takes its traffic before the interface's zone)
     defeats the Ray step's rules on ``node``: it refuses a member, or it accepts every port from a network that
-    is neither a member nor an admin network. ``members``: {host: cluster address}."""
-    found = (node.get("facts") or {}).get("firewall") or {}
-    zones = found.get("source_zones") or []
-    running = _source_zone_gaps(node, [z for z in zones if not z.get("permanent")], members, admin_cidrs)
-    # The permanent configuration, what firewalld's next reload or the node's boot makes running: what the running
-    # one does not show already, undone there alone.
-    later = [gap.replace("(firewall-cmd --zone=", "(firewall-cmd --permanent --zone=").replace(
-        ", and again with --permanent)", ")") + "; this is firewalld's permanent configuration, not running yet: its "
-        "next reload or the node's boot makes it so"
-        for gap in _source_zone_gaps(node, [z for z in zones if z.get("permanent")], members, admin_cidrs)
-        if gap not in running]
-    return running + later
+    is neither a member nor an admin network. ``members``: {host: cluster address}. The permanent configuration
+    (what firewalld's next reload or the node's boot makes running) is named for what the running one does not
+    show already."""
+    zones = ((node.get("facts") or {}).get("firewall") or {}).get("source_zones") or []
+    running = _source_zone_gaps(node, [z for z in zones if not z.get("permanent")], members, admin_cidrs, False)
+    later = _source_zone_gaps(node, [z for z in zones if z.get("permanent")], members, admin_cidrs, True)
+    return [message for _key, message in running] + [message for key, message in later if key not in dict(running)]
 
 
-def _source_zone_gaps(node, zones, members, admin_cidrs):
+def _source_zone_gaps(node, zones, members, admin_cidrs, permanent):
+    """(what is wrong, message) for each problem of these zones, all of one configuration."""
     host = node.get("host", "?")
     rules_zone = ((node.get("facts") or {}).get("firewall") or {}).get("zone")
+    admitted = _networks(list(members.values()) + list(admin_cidrs or []))
+    later = ("; this is firewalld's permanent configuration, not running yet: its next reload or the node's boot makes "
+             "it so" if permanent else "")
     gaps = []
     for entry in zones:
         zone = entry.get("zone")
         if entry.get("error"):
-            gaps.append("%s: firewalld's zones that bind sources cannot be read (%s), so the preflight cannot tell "
-                        "whether one takes a member's or a stranger's traffic before the rules of the Ray step; make "
-                        "that command answer on the node, then run again" % (host, entry["error"]))
+            gaps.append((("unread", zone), "%s: firewalld's zones that bind sources cannot be read (%s), so the "
+                         "preflight cannot tell whether one takes a member's or a stranger's traffic before the rules "
+                         "of the Ray step; make that command answer on the node, then run again" % (host, entry["error"])))
             continue
         if not zone or zone == rules_zone:
             continue
         target = entry.get("target") or "default"
-        fix = ("take it out (firewall-cmd --zone=%s --remove-source=SOURCE, and again with --permanent)" % zone)
-        if target != "ACCEPT":
-            for peer, address in sorted(members.items()):
-                if peer == host or not address:
-                    continue
-                for source, entries in _zone_entries(entry):
-                    if _covers(entries, address):
-                        gaps.append("%s: firewalld zone %s takes the traffic of member %s (%s, source %s) before zone "
-                                    "%s, where the Ray step admits the members, and refuses what it does not open "
-                                    "(target %s): Ray and the engine could not reach this node from %s; %s"
-                                    % (host, zone, peer, address, source, rules_zone, target, peer,
-                                       fix.replace("SOURCE", source)))
-            continue
-        admitted = _networks(list(members.values()) + list(admin_cidrs or []))
         for source, entries in _zone_entries(entry):
+            fix = ("take it out (firewall-cmd --permanent --zone=%s --remove-source=%s)" if permanent else
+                   "take it out (firewall-cmd --zone=%s --remove-source=%s, and again with --permanent)") % (zone, source)
+            if target != "ACCEPT":
+                for peer, address in sorted(members.items()):
+                    if peer != host and address and _covers(entries, address):
+                        gaps.append(((zone, source, peer), "%s: firewalld zone %s takes the traffic of member %s (%s, "
+                                     "source %s) before zone %s, where the Ray step admits the members, and refuses "
+                                     "what it does not open (target %s): Ray and the engine could not reach this node "
+                                     "from %s; %s%s" % (host, zone, peer, address, source, rules_zone, target, peer,
+                                                        fix, later)))
+                continue
             # What the source lets in beyond the members and the admin networks; a MAC address (a source or an
             # ipset's entry) stands for hosts this check cannot tell.
-            beyond = [e for e in entries if not _networks([e]) or not _inside(_networks([e])[0], admitted)]
-            if not beyond:
-                continue
-            what = source if beyond == [source] else "%s (%s)" % (source, ", ".join(beyond))
-            gaps.append("%s: firewalld zone %s accepts every port (target ACCEPT) from %s before the rules of the Ray "
-                        "step see it, and that is not only the members and llm_cluster_admin_cidrs: hosts there would "
-                        "reach Ray and the engine; %s, or list the network in llm_cluster_admin_cidrs to let it in on "
-                        "purpose" % (host, zone, what, fix.replace("SOURCE", source)))
+            beyond = [e for e in entries if _outside(e, admitted)]
+            if beyond:
+                what = source if beyond == [source] else "%s (%s)" % (source, ", ".join(beyond))
+                gaps.append(((zone, source, "accept"), "%s: firewalld zone %s accepts every port (target ACCEPT) from "
+                             "%s before the rules of the Ray step see it, and that is not only the members and "
+                             "llm_cluster_admin_cidrs: hosts there would reach Ray and the engine; %s, or list the "
+                             "network in llm_cluster_admin_cidrs to let it in on purpose%s" % (host, zone, what, fix, later)))
     return gaps
 
 
