@@ -25,9 +25,13 @@ restarts its own engine if that engine started before the API node was last
 seen healthy (it belongs to the engine that went away), and never an engine
 that started after (it has joined the new one, or is joining it). A rank that
 started alone and waits for an API node's engine that never takes it in (its
-node rebooted) also saw that /health answer: when the API node's watchdog then
-restarts its engine, this one restarts the waiting rank once too, at the same
-time, which /health alone cannot tell apart from a rank that had joined.
+node rebooted) also saw that /health answer, which cannot tell it from a rank
+that had joined; its own log can: vLLM logs "Waiting for READY message from DP
+Coordinator..." every 10 s while a rank waits. A rank that logged it within the
+last WAITING_WINDOW seconds is left alone: it joins the API node's next engine
+by itself. Restarting it instead raced that engine's start: a rank killed after
+it had joined took the new engine down again, and one started just before the
+new API front lost its handshake and waited five minutes.
 
 While a deploy restarts the engines in its own order it writes a pause file
 (``pause_file``: the seconds the pause lasts, counted from the file's mtime, so
@@ -67,6 +71,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+
+# What a headless vLLM rank logs every 10 s while it waits to be taken in (vllm/v1/engine/core.py), and how far
+# back a follower reads its engine's log for it.
+WAITING = "Waiting for READY message from DP Coordinator"
+WAITING_WINDOW = 30
 
 REQUIRED = {"leader": ("url", "model", "api_key", "runtime", "name", "state_file"),
             "follower": ("url", "runtime", "name", "state_file")}
@@ -114,7 +123,7 @@ def save_state(path, state):
 
 
 def run(argv):
-    return subprocess.run(argv, capture_output=True, text=True, check=False)
+    return subprocess.run(argv, capture_output=True, text=True, errors="replace", check=False)
 
 
 def _label(value):
@@ -357,9 +366,27 @@ def follow(config, state, runner, opener, at, age, restarts):
         if state["failures"] == config["failures"]:
             log("%s: %s" % (config["name"], state["detail"]))
         return state
+    if state["failures"] >= config["failures"] and waits_to_be_taken_in(config, runner, at):
+        state.update(result="waiting", detail="%s; not restarting: this rank waits for the DP coordinator (its log "
+                     "within %ds: %s...), so it joins the API node's next engine by itself" % (reason, WAITING_WINDOW,
+                                                                                             WAITING))
+        if state["failures"] == config["failures"]:
+            log("%s: %s" % (config["name"], state["detail"]))
+        return state
     return escalate(config, state, runner, at, reason, restarts,
-                    "; this engine ran while the API node was last seen healthy: it had joined, or was waiting "
-                    "for, the engine that went away")
+                    "; this engine ran while the API node was last seen healthy and had joined the engine that "
+                    "went away")
+
+
+def waits_to_be_taken_in(config, runner, at):
+    """Whether the engine logged WAITING within the last WAITING_WINDOW seconds (a rank not taken in yet)."""
+    if config["runtime"] == "host":
+        argv = ["journalctl", "--unit", config["name"], "--since", "@%d" % int(at - WAITING_WINDOW), "--output", "cat",
+                "--no-pager", "--quiet"]
+    else:
+        argv = ["docker", "logs", "--since", "%ds" % WAITING_WINDOW, config["name"]]
+    result = runner(argv)
+    return result.returncode == 0 and WAITING in (result.stdout or "") + (result.stderr or "")
 
 
 def serving(config, state, at, message, **extra):

@@ -283,9 +283,11 @@ def test_a_follower_that_joined_the_engine_that_went_away_restarts_once(server):
     assert state["result"] == "failing" and state["last_error"] == "the API node's /health: HTTP 503 Service Unavailable"
     state = step(follower(server, failures=2), state, runner, 160.0, 2060.0)
     assert runner.restarts == [["systemctl", "restart", "llm-cluster-engine.service"]] and state["result"] == "restarted"
-    ran = ("this engine ran while the API node was last seen healthy: it had joined, or was waiting for, the engine "
-           "that went away")
-    assert state["restarts"][0]["reason"].endswith(ran)
+    assert state["restarts"][0]["reason"].endswith(
+        "this engine ran while the API node was last seen healthy and had joined the engine that went away")
+    # Before the restart it read its engine's log of the last 30 s for the waiting line (none: it had joined).
+    assert ["journalctl", "--unit", "llm-cluster-engine.service", "--since", "@130", "--output", "cat", "--no-pager",
+            "--quiet"] in runner.calls
     # The restarted rank started after the API node was last seen healthy: it joins the new engine, and is
     # never restarted again in this outage.
     runner.props = running("r2", entered_s=2065.0)
@@ -293,6 +295,57 @@ def test_a_follower_that_joined_the_engine_that_went_away_restarts_once(server):
         state = step(follower(server, failures=2), state, runner, at, at + 1900.0)
     assert len(runner.restarts) == 1 and state["result"] == "waiting"
     assert "this engine started after the API node was last seen healthy" in state["detail"]
+
+
+class Logging(Runner):
+    """A runner whose engine log (journalctl or docker logs) holds ``log``."""
+
+    def __init__(self, log, **kwargs):
+        super().__init__(**kwargs)
+        self.log = log
+
+    def __call__(self, argv):
+        if argv[0] == "journalctl" or argv[:2] == ["docker", "logs"]:
+            self.calls.append(argv)
+            # docker logs writes the container's stderr to its own stderr: vLLM's lines may come on either.
+            return subprocess.CompletedProcess(argv, 0, "", self.log)
+        return super().__call__(argv)
+
+
+# vLLM 0.32's line while a headless rank waits to be taken in (the container scenario's engine log).
+WAITING_LINE = "(EngineCore_DP1 pid=23) INFO 12-07 08:15:32 [core.py:1247] Waiting for READY message from DP Coordinator...\n"
+
+
+@pytest.mark.parametrize("runtime", ["host", "container"])
+def test_a_follower_whose_rank_waits_to_be_taken_in_is_not_restarted(server, runtime):
+    # Started alone (its node rebooted) while the API node served: it saw /health answer, but its log says it
+    # waits for the DP coordinator. When the API node's engine restarts, it joins the new one by itself.
+    container = {"Status": "running", "StartedAt": "2026-12-07T08:00:00.000000000Z"}
+    runner = Logging(WAITING_LINE, props=running("w1", entered_s=1000.0), container=container)
+    conf = follower(server, failures=2, runtime=runtime, name="openeuler_llm" if runtime == "container" else
+                    "llm-cluster-engine.service")
+    started = watchdog.parse_docker_time(container["StartedAt"])
+    Engine.health = 200
+    state = step(conf, {}, runner, started + 100.0, 2000.0)
+    Engine.health = 503
+    for at in (130.0, 160.0, 190.0):
+        state = step(conf, state, runner, started + at, 1900.0 + at)
+    assert runner.restarts == [] and state["result"] == "waiting" and state["failures"] == 3
+    assert state["detail"].endswith("not restarting: this rank waits for the DP coordinator (its log within 30s: "
+                                    "Waiting for READY message from DP Coordinator...), so it joins the API node's "
+                                    "next engine by itself")
+    logs = [call for call in runner.calls if call[0] == "journalctl" or call[:2] == ["docker", "logs"]]
+    assert logs[-1] == (["docker", "logs", "--since", "30s", "openeuler_llm"] if runtime == "container" else
+                        ["journalctl", "--unit", "llm-cluster-engine.service", "--since", "@%d" % (started + 160.0),
+                         "--output", "cat", "--no-pager", "--quiet"])
+    # Once it stopped waiting (joined) and the engine goes away again, it is restarted as a joined rank.
+    Engine.health = 200
+    state = step(conf, state, runner, started + 220.0, 2120.0)
+    runner.log = "(EngineCore_DP1 pid=23) INFO 12-07 08:20:02 [core.py:1032] EngineCore started.\n"
+    Engine.health = 503
+    for at in (250.0, 280.0):
+        state = step(conf, state, runner, started + at, 1900.0 + at)
+    assert len(runner.restarts) == 1 and state["result"] == "restarted"
 
 
 def test_a_follower_restarted_with_the_api_node_by_a_deploy_is_left_alone(server):
