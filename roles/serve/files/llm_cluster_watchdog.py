@@ -26,12 +26,15 @@ seen healthy (it belongs to the engine that went away), and never an engine
 that started after (it has joined the new one, or is joining it). A rank that
 started alone and waits for an API node's engine that never takes it in (its
 node rebooted) also saw that /health answer, which cannot tell it from a rank
-that had joined; its own log can: vLLM logs "Waiting for READY message from DP
-Coordinator..." every 10 s while a rank waits. A rank that logged it within the
-last WAITING_WINDOW seconds is left alone: it joins the API node's next engine
-by itself. Restarting it instead raced that engine's start: a rank killed after
-it had joined took the new engine down again, and one started just before the
-new API front lost its handshake and waited five minutes.
+that had joined. Two things can: an engine takes in its ranks when it starts,
+so a rank that started after the API node's engine began answering (the first
+answer after anything else, ``healthy_since``) never joined it; and vLLM logs
+"Waiting for READY message from DP Coordinator..." every 10 s while a rank
+waits (a rank that logged it within the last WAITING_WINDOW seconds). Either
+way the rank is left alone: it joins the API node's next engine by itself.
+Restarting it instead raced that engine's start: a rank killed after it had
+joined took the new engine down again, and one started just before the new
+API front lost its handshake and waited five minutes.
 
 While a deploy restarts the engines in its own order it writes a pause file
 (``pause_file``: the seconds the pause lasts, counted from the file's mtime, so
@@ -292,6 +295,9 @@ def check(config, state, runner=run, opener=urllib.request.urlopen, now=time.tim
     if left:
         # A deploy is restarting the engines in its own order: nothing counts, nothing restarts.
         state = dict(state)
+        if state.get("result") != "paused":
+            # The deploy may start the API node's engine again: when it serves is known from its next answer.
+            state.pop("healthy_since", None)
         state.update(checked_at=at, result="paused", failures=0,
                      detail="a deploy holds the engine (%s), %ds left" % (config["pause_file"], left))
         if config.get("mode") == "follower" and healthy(config, opener)[0]:
@@ -299,6 +305,7 @@ def check(config, state, runner=run, opener=urllib.request.urlopen, now=time.tim
             # that engine goes away this one belongs to it. Without this, a node restarted just before a pause
             # kept "waiting" for good (it had never seen the API node healthy since).
             state["last_ok_at"] = at
+            state.setdefault("healthy_since", at)
         return state
     running, instance, age, described = engine_state(config, runner, now, monotonic)
     state = dict(state)
@@ -352,6 +359,9 @@ def follow(config, state, runner, opener, at, age, restarts):
     """A headless rank: restart it when the API node's engine went away after this one joined it."""
     ok, why = healthy(config, opener)
     if ok:
+        if state.get("result") != "ok" or "healthy_since" not in state:
+            # The first answer after anything else: the API node's engine serves from about now.
+            state["healthy_since"] = at
         return serving(config, state, at, "the API node answers /health")
     state["last_error"] = why
     state["failures"] = state.get("failures", 0) + 1
@@ -363,6 +373,16 @@ def follow(config, state, runner, opener, at, age, restarts):
                    "this engine started after the API node was last seen healthy")
         state.update(result="waiting", detail="%s; not restarting: %s, so it joins the API node's engine as that "
                      "starts" % (reason, why_not))
+        if state["failures"] == config["failures"]:
+            log("%s: %s" % (config["name"], state["detail"]))
+        return state
+    since = state.get("healthy_since")
+    if since is not None and started > since:
+        # A data-parallel engine takes in its ranks when it starts: one that was already serving when this rank
+        # started never took it in (the rank started alone: its node rebooted, or it was restarted by hand).
+        state.update(result="waiting", detail="%s; not restarting: this engine started while the API node's engine "
+                     "was serving (answering since %s), so it never joined that engine; it joins the next one by "
+                     "itself" % (reason, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since))))
         if state["failures"] == config["failures"]:
             log("%s: %s" % (config["name"], state["detail"]))
         return state

@@ -348,6 +348,34 @@ def test_a_follower_whose_rank_waits_to_be_taken_in_is_not_restarted(server, run
     assert len(runner.restarts) == 1 and state["result"] == "restarted"
 
 
+def test_a_follower_whose_rank_started_while_the_api_node_served_is_not_restarted(server):
+    # The API node serves from 100 on (seen at 100 and 130); the rank restarts alone at 140 (its node rebooted)
+    # and is seen with the API node healthy at 160. When the API node's engine goes away (190, 220), this rank
+    # never joined it: it is left alone, without reading its log, and joins the next engine by itself.
+    runner = Runner(running("a1", entered_s=500.0))
+    Engine.health = 200
+    state = step(follower(server, failures=2), {}, runner, 100.0, 2000.0)
+    state = step(follower(server, failures=2), state, runner, 130.0, 2030.0)
+    assert state["healthy_since"] == 100.0
+    runner.props = running("a2", entered_s=2040.0)
+    state = step(follower(server, failures=2), state, runner, 160.0, 2060.0)
+    assert state["healthy_since"] == 100.0 and state["last_ok_at"] == 160.0
+    Engine.health = 503
+    for at in (190.0, 220.0, 250.0):
+        state = step(follower(server, failures=2), state, runner, at, at + 1900.0)
+    assert runner.restarts == [] and state["result"] == "waiting" and state["failures"] == 3
+    assert "not restarting: this engine started while the API node's engine was serving (answering since " in state["detail"]
+    assert [call for call in runner.calls if call[0] == "journalctl"] == []
+    # The next engine answers: the rank has joined it, and is restarted when that one goes away.
+    Engine.health = 200
+    state = step(follower(server, failures=2), state, runner, 280.0, 2180.0)
+    assert state["healthy_since"] == 280.0
+    Engine.health = 503
+    for at in (310.0, 340.0):
+        state = step(follower(server, failures=2), state, runner, at, at + 1900.0)
+    assert len(runner.restarts) == 1 and state["result"] == "restarted"
+
+
 def test_a_follower_restarted_with_the_api_node_by_a_deploy_is_left_alone(server):
     # A deploy restarts the API node's engine, then this one: the API node is still loading (no /health),
     # and this rank started after it was last seen healthy.
@@ -401,8 +429,10 @@ def test_a_follower_that_sees_the_api_node_serve_while_held_counts_it_as_seen(se
     conf = follower(server, failures=2, pause_file=str(pause))
     runner = Runner(running("e1", entered_s=1950.0))
     Engine.health = 200
-    state = step(conf, {"last_ok_at": mtime - 100}, runner, mtime + 10, 2000.0)
+    # Before the deploy the API node had served since mtime - 500: its new engine serves from the pause's answer.
+    state = step(conf, {"result": "ok", "last_ok_at": mtime - 100, "healthy_since": mtime - 500}, runner, mtime + 10, 2000.0)
     assert state["result"] == "paused" and state["last_ok_at"] == mtime + 10 and runner.restarts == []
+    assert state["healthy_since"] == mtime + 10
     pause.unlink()
     Engine.health = 503
     for at in (mtime + 40, mtime + 70):
