@@ -7,7 +7,8 @@ worker --headless) answering the controller with the key only, both ranks servin
 own processes bound by their data-parallel rank. A second run keeps the containers, a changed flag
 shows its change in check mode and makes none, then recreates them (the API node first), an image that
 is not the pinned one or a driver file missing on a node fails the run before any change,
-is_stop_other_container stops and records a decoy container, restore puts every bound thread back, the
+is_stop_other_container stops and records a decoy container, restore puts every bound thread back, a headless
+rank started alone and its whole node rebooted are taken in by the watchdogs without Ansible, the
 nodes switch to the replicas topology (a whole engine in each container, vLLM's router on the head) and roll
 their containers through the router under load, and teardown removes the engines and the router and starts
 the decoy again.
@@ -614,8 +615,7 @@ def test_a_hung_engine_core_behind_a_live_api_is_restarted_by_the_watchdog(nodes
     assert last["ok"] is True and last["command"] == "docker restart --time 30 %s" % ENGINE
     # The headless rank had joined the engine that went away: its watchdog restarted it, once.
     assert len(restarts(worker)) == before["ct-worker1"] + 1
-    ran = ("this engine ran while the API node was last seen healthy: it had joined, or was waiting for, the engine "
-           "that went away")
+    ran = "this engine ran while the API node was last seen healthy and had joined the engine that went away"
     assert restarts(worker)[-1]["reason"].endswith(ran)
     assert all(inspect(node, ENGINE)["State"]["StartedAt"] != started[name] for name, node in nodes.items())
     journal = head.check_output("journalctl -u llm-cluster-watchdog.service --no-pager")
@@ -736,14 +736,21 @@ def test_restore_puts_back_what_the_watchdog_bound(nodes):
     assert result.returncode == 0 and set(changed.values()) == {0}, result.stdout[-3000:]
 
 
+def waiting_rank_left_alone(node):
+    """How often the node's watchdog left its rank alone as one the API node's engine never took in."""
+    journal = node.check_output("journalctl -u llm-cluster-watchdog.service --no-pager -o cat")
+    return journal.count("not restarting: this engine started while the API node's engine was serving")
+
+
 def test_a_headless_rank_started_alone_is_taken_in_by_the_api_node_s_watchdog(nodes, url, key):
     """The headless node's engine container started again alone, as its node's boot starts it (Docker's
-    unless-stopped policy), while the API node's engine runs on: the new rank waits for a DP coordinator that
-    never takes it in ("Waiting for READY message from DP Coordinator..."), rank 0 serves, rank 1 answers
-    nothing. No Ansible run: the API node's watchdog finds rank 1 silent and restarts its own engine, and rank 1
-    joins the new one."""
+    unless-stopped policy), while the API node's engine runs on: the new rank waits for an engine that never
+    takes it in (in its handshake with the API node's front end, or for the DP coordinator's READY, as the
+    timing falls), rank 0 serves, rank 1 answers nothing. No Ansible run: the API node's watchdog finds rank 1
+    silent and restarts its own engine, and rank 1 joins the new one by itself."""
     head, worker = nodes["ct-master1"], nodes["ct-worker1"]
     before = {name: len(restarts(node)) for name, node in nodes.items()}
+    left_alone = waiting_rank_left_alone(worker)
     head_started = inspect(head, ENGINE)["State"]["StartedAt"]
     worker.check_output("docker restart --time 30 %s" % ENGINE)
     started = time.monotonic()
@@ -757,13 +764,71 @@ def test_a_headless_rank_started_alone_is_taken_in_by_the_api_node_s_watchdog(no
     assert "rank 1: no answer within 5s" in last["reason"] and last["ok"] is True, last
     assert last["command"] == "docker restart --time 30 %s" % ENGINE
     assert inspect(head, ENGINE)["State"]["StartedAt"] != head_started
-    assert "Waiting for READY message from DP Coordinator" in worker.check_output("docker logs %s 2>&1" % ENGINE)
     # The headless node's watchdog had seen the API node's /health answer while its rank waited (the front
-    # answers without rank 1): when that engine went away it restarted the waiting rank once, as it does a rank
-    # that had joined (/health cannot tell them apart), at the time of the API node's restart; that rank joined.
-    assert len(restarts(worker)) == before["ct-worker1"] + 1, restarts(worker)[before["ct-worker1"]:]
-    assert restarts(worker)[-1]["reason"].startswith("2 failed read(s) in a row, the last: the API node's /health")
-    assert inspect(worker, ENGINE)["State"]["StartedAt"] != rank_started
+    # answers without rank 1), so /health alone would have it restart the rank as one that had joined the engine
+    # that went away; but the rank started while that engine served, so it never joined it: left alone, it joins.
+    assert restarts(worker)[before["ct-worker1"]:] == []
+    assert waiting_rank_left_alone(worker) > left_alone
+    assert inspect(worker, ENGINE)["State"]["StartedAt"] == rank_started
+    assert [answers(url, key, rank) for rank in (0, 1)] == [200, 200]
+    test_both_data_parallel_ranks_serve(nodes, url, key)
+
+
+def booted(node, wait=120):
+    """systemd's state once the boot has finished ('running' or 'degraded'); its bus answers a moment after start."""
+    state = node.run("for _ in $(seq %d); do state=$(systemctl is-system-running --wait 2>/dev/null) && break; "
+                     "case $state in running|degraded) break ;; esac; sleep 1; done; echo $state" % wait)
+    return state.stdout.strip()
+
+
+def unit_times(node, name):
+    """When a unit last became active and when its main process started (monotonic microseconds of this boot)."""
+    shown = node.check_output("systemctl show -p ActiveState,ActiveEnterTimestampMonotonic,ExecMainStartTimestampMonotonic %s"
+                              % name)
+    return dict(line.split("=", 1) for line in shown.splitlines())
+
+
+def test_a_rebooted_headless_node_serves_again_without_ansible(nodes, addresses, url, key):
+    """A reboot of the headless node as far as a container goes (docker restart of the node: systemd boots
+    again, /run is a new tmpfs, /dev is new): the perimeter's table is in place before the node's Docker
+    starts, Docker starts the engine container by its unless-stopped policy with the NPU device nodes the driver
+    made at boot (the harness's llmc-fake-devices.service stands in for the driver, prepare.yml), the new rank
+    waits alone, the API node's watchdog takes it in, and both ranks serve. No Ansible run."""
+    head, worker = nodes["ct-master1"], nodes["ct-worker1"]
+    before, worker_before = len(restarts(head)), len(restarts(worker))
+    head_started = inspect(head, ENGINE)["State"]["StartedAt"]
+    rank_started = inspect(worker, ENGINE)["State"]["StartedAt"]
+    rebooted = subprocess.run(["docker", "restart", "--time", "30", "ct-worker1"], capture_output=True, text=True,
+                              timeout=180, check=False)
+    assert rebooted.returncode == 0, rebooted.stderr
+    started = time.monotonic()
+    assert booted(worker) in ("running", "degraded")
+    now = worker.check_output("ip -4 -o addr show dev eth0").split()[3].split("/")[0]
+    assert now == addresses["ct-worker1"], "the harness gave ct-worker1 a new address: %s" % now
+    # The order of the boot: the driver's device nodes and the perimeter's table before the container engine.
+    guard, devices, docker = (unit_times(worker, name) for name in (
+        "llm-cluster-firewall.service", "llmc-fake-devices.service", "docker.service"))
+    assert guard["ActiveState"] == devices["ActiveState"] == docker["ActiveState"] == "active", (guard, devices, docker)
+    assert 0 < int(guard["ActiveEnterTimestampMonotonic"]) <= int(docker["ExecMainStartTimestampMonotonic"]), (guard, docker)
+    assert 0 < int(devices["ActiveEnterTimestampMonotonic"]) <= int(docker["ExecMainStartTimestampMonotonic"])
+    assert worker.run("nft list table inet llm_cluster").rc == 0
+    # Not by way of network-online.target alone: the guard names Docker itself.
+    assert "docker.service" in worker.check_output("systemctl show -p Before --value llm-cluster-firewall.service").split()
+    deadline = started + 480
+    while not (len(restarts(head)) > before and watchdog_state(head)["result"] == "ok"):
+        assert time.monotonic() < deadline, (watchdog_state(head), worker.check_output("docker logs --tail 20 %s 2>&1" % ENGINE))
+        time.sleep(2)
+    record_timing("headless_node_rebooted_to_both_ranks_serving_s", time.monotonic() - started)
+    container = inspect(worker, ENGINE)
+    assert container["State"]["Running"] and container["State"]["StartedAt"] != rank_started
+    assert container["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
+    handed = [device["PathOnHost"] for device in container["HostConfig"]["Devices"]]
+    assert "/dev/davinci0" in handed and all(worker.file(path).exists for path in handed), handed
+    last = restarts(head)[-1]
+    assert "rank 1: no answer within 5s" in last["reason"] and last["ok"] is True, last
+    assert inspect(head, ENGINE)["State"]["StartedAt"] != head_started
+    # The rank Docker started at boot is the one that joined: its node's watchdog restarted nothing.
+    assert restarts(worker)[worker_before:] == []
     assert [answers(url, key, rank) for rank in (0, 1)] == [200, 200]
     test_both_data_parallel_ranks_serve(nodes, url, key)
 
