@@ -349,14 +349,18 @@ def test_a_follower_whose_rank_waits_to_be_taken_in_is_not_restarted(server, run
 
 
 def test_a_follower_whose_rank_started_while_the_api_node_served_is_not_restarted(server):
-    # The API node serves from 100 on (seen at 100 and 130); the rank restarts alone at 140 (its node rebooted)
-    # and is seen with the API node healthy at 160. When the API node's engine goes away (190, 220), this rank
+    # The API node serves from 100 on (seen at 100 and 130); the rank restarts alone at 140 (its node rebooted),
+    # its engine not running yet at 145, and is seen with the API node healthy at 160. When the API node's engine goes away (190, 220), this rank
     # never joined it: it is left alone, without reading its log, and joins the next engine by itself.
     runner = Runner(running("a1", entered_s=500.0))
     Engine.health = 200
     state = step(follower(server, failures=2), {}, runner, 100.0, 2000.0)
     state = step(follower(server, failures=2), state, runner, 130.0, 2030.0)
     assert state["healthy_since"] == 100.0
+    # Its own engine down for a check on the way (the node booting): that says nothing about the API node.
+    runner.props = {"ActiveState": "activating", "SubState": "start", "InvocationID": "", "ActiveEnterTimestampMonotonic": "0"}
+    state = step(follower(server, failures=2), state, runner, 145.0, 2045.0)
+    assert state["result"] == "engine down"
     runner.props = running("a2", entered_s=2040.0)
     state = step(follower(server, failures=2), state, runner, 160.0, 2060.0)
     assert state["healthy_since"] == 100.0 and state["last_ok_at"] == 160.0
