@@ -28,7 +28,7 @@ started alone and waits for an API node's engine that never takes it in (its
 node rebooted) also saw that /health answer, which cannot tell it from a rank
 that had joined. Two things can: an engine takes in its ranks when it starts,
 so a rank that started after the API node's engine began answering (the first
-answer after a failed read, ``healthy_since``) never joined it; and vLLM logs
+answer after ``failures`` failed reads in a row, ``healthy_since``) never joined it; and vLLM logs
 "Waiting for READY message from DP Coordinator..." every 10 s while a rank
 waits (a rank that logged it within the last WAITING_WINDOW seconds). Either
 way the rank is left alone: it joins the API node's next engine by itself.
@@ -301,8 +301,10 @@ def check(config, state, runner=run, opener=urllib.request.urlopen, now=time.tim
         state.update(checked_at=at, result="paused", failures=0,
                      detail="a deploy holds the engine (%s), %ds left" % (config["pause_file"], left))
         if config.get("mode") == "follower":
-            state["api_ok"] = healthy(config, opener)[0]
-            if state["api_ok"]:
+            if not healthy(config, opener)[0]:
+                state["api_failed_reads"] = state.get("api_failed_reads", 0) + 1
+            else:
+                state["api_failed_reads"] = 0
                 # Seen serving while held: every rank has joined the API node's engine, this one included, so once
                 # that engine goes away this one belongs to it. Without this, a node restarted just before a pause
                 # kept "waiting" for good (it had never seen the API node healthy since).
@@ -361,13 +363,14 @@ def follow(config, state, runner, opener, at, age, restarts):
     """A headless rank: restart it when the API node's engine went away after this one joined it."""
     ok, why = healthy(config, opener)
     if ok:
-        if not state.get("api_ok") or "healthy_since" not in state:
-            # The API node's first answer after a failed read: its engine serves from about now. (Not after this
-            # node's own engine was down: the API node may have served all along, as while this node rebooted.)
+        if state.get("api_failed_reads", 0) >= config["failures"] or "healthy_since" not in state:
+            # The API node's first answer after it was gone (as many failed reads in a row as count): its engine
+            # serves from about now. Not after a read or two that failed on a loaded host, nor after this node's
+            # own engine was down: the API node may have served all along, as while this node rebooted.
             state["healthy_since"] = at
-        state["api_ok"] = True
+        state["api_failed_reads"] = 0
         return serving(config, state, at, "the API node answers /health")
-    state["api_ok"] = False
+    state["api_failed_reads"] = state.get("api_failed_reads", 0) + 1
     state["last_error"] = why
     state["failures"] = state.get("failures", 0) + 1
     reason = "%d failed read(s) in a row, the last: %s" % (state["failures"], why)

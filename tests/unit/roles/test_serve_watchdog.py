@@ -364,6 +364,12 @@ def test_a_follower_whose_rank_started_while_the_api_node_served_is_not_restarte
     runner.props = running("a2", entered_s=2040.0)
     state = step(follower(server, failures=2), state, runner, 160.0, 2060.0)
     assert state["healthy_since"] == 100.0 and state["last_ok_at"] == 160.0
+    # One read that fails on a loaded host (fewer than the count) says nothing either.
+    Engine.health = 503
+    state = step(follower(server, failures=2), state, runner, 170.0, 2070.0)
+    Engine.health = 200
+    state = step(follower(server, failures=2), state, runner, 175.0, 2075.0)
+    assert state["healthy_since"] == 100.0 and state["last_ok_at"] == 175.0 and runner.restarts == []
     Engine.health = 503
     for at in (190.0, 220.0, 250.0):
         state = step(follower(server, failures=2), state, runner, at, at + 1900.0)
