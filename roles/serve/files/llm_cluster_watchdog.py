@@ -395,9 +395,9 @@ def follow(config, state, runner, opener, at, age, restarts):
             log("%s: %s" % (config["name"], state["detail"]))
         return state
     if state["failures"] >= config["failures"] and waits_to_be_taken_in(config, runner, at):
-        state.update(result="waiting", detail="%s; not restarting: this rank waits for the DP coordinator (its log "
-                     "within %ds: %s...), so it joins the API node's next engine by itself" % (reason, WAITING_WINDOW,
-                                                                                             WAITING))
+        detail = ("%s; not restarting: this rank waits for the DP coordinator (its log within %ds: %s...), so it joins "
+                  "the API node's next engine by itself" % (reason, WAITING_WINDOW, WAITING))
+        state.update(result="waiting", detail=detail)
         if state["failures"] == config["failures"]:
             log("%s: %s" % (config["name"], state["detail"]))
         return state
