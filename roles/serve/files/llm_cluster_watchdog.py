@@ -379,31 +379,28 @@ def follow(config, state, runner, opener, at, age, restarts):
     if last_ok is None or started > last_ok:
         why_not = ("no check has seen the API node healthy yet" if last_ok is None else
                    "this engine started after the API node was last seen healthy")
-        state.update(result="waiting", detail="%s; not restarting: %s, so it joins the API node's engine as that "
-                     "starts" % (reason, why_not))
-        if state["failures"] == config["failures"]:
-            log("%s: %s" % (config["name"], state["detail"]))
-        return state
+        return waiting(config, state, reason, "%s, so it joins the API node's engine as that starts" % why_not)
     since = state.get("healthy_since")
     if since is not None and started > since:
         # A data-parallel engine takes in its ranks when it starts: one that was already serving when this rank
         # started never took it in (the rank started alone: its node rebooted, or it was restarted by hand).
-        state.update(result="waiting", detail="%s; not restarting: this engine started while the API node's engine "
-                     "was serving (answering since %s), so it never joined that engine; it joins the next one by "
-                     "itself" % (reason, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since))))
-        if state["failures"] == config["failures"]:
-            log("%s: %s" % (config["name"], state["detail"]))
-        return state
+        return waiting(config, state, reason, "this engine started while the API node's engine was serving (answering "
+                       "since %s), so it never joined that engine; it joins the next one by itself"
+                       % time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since)))
     if state["failures"] >= config["failures"] and waits_to_be_taken_in(config, runner, at):
-        detail = ("%s; not restarting: this rank waits for the DP coordinator (its log within %ds: %s...), so it joins "
-                  "the API node's next engine by itself" % (reason, WAITING_WINDOW, WAITING))
-        state.update(result="waiting", detail=detail)
-        if state["failures"] == config["failures"]:
-            log("%s: %s" % (config["name"], state["detail"]))
-        return state
+        return waiting(config, state, reason, "this rank waits for the DP coordinator (its log within %ds: %s...), so "
+                       "it joins the API node's next engine by itself" % (WAITING_WINDOW, WAITING))
     return escalate(config, state, runner, at, reason, restarts,
                     "; this engine ran while the API node was last seen healthy and had joined the engine that "
                     "went away")
+
+
+def waiting(config, state, reason, why_not):
+    """A failed read that restarts nothing: the rank joins the API node's next engine (logged once per outage)."""
+    state.update(result="waiting", detail="%s; not restarting: %s" % (reason, why_not))
+    if state["failures"] == config["failures"]:
+        log("%s: %s" % (config["name"], state["detail"]))
+    return state
 
 
 def waits_to_be_taken_in(config, runner, at):
