@@ -41,6 +41,10 @@ _SPEC.loader.exec_module(perimeter)
 _SPEC = importlib.util.spec_from_file_location("replace", os.path.join(os.path.dirname(SCENARIO), "shared", "replace.py"))
 replace = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(replace)
+# A node's boot as systemd saw it (molecule/shared/boot.py), shared with the container scenario's reboot test.
+_SPEC = importlib.util.spec_from_file_location("boot", os.path.join(os.path.dirname(SCENARIO), "shared", "boot.py"))
+boot = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(boot)
 
 # The snippets print their answer on a line of its own after MARK: Ray's driver prints the cluster's own
 # messages on standard output too, even after that line (a raylet just killed: "The node ... has been marked
@@ -320,13 +324,6 @@ def test_killed_raylet_is_restarted_by_systemd_alone(nodes, addresses):
     assert after["ray-master1"] == before["ray-master1"] and after["ray-worker1"] == before["ray-worker1"]
 
 
-def booted(node, wait=120):
-    """systemd's state once the boot has finished ('running' or 'degraded'); its bus answers a moment after start."""
-    state = node.run("for _ in $(seq %d); do state=$(systemctl is-system-running --wait 2>/dev/null) && break; "
-                     "case $state in running|degraded) break ;; esac; sleep 1; done; echo $state" % wait)
-    return state.stdout.strip()
-
-
 def npu_addresses(node):
     return [node.check_output("hccn_tool -i %d -ip -g" % device) for device in range(8)]
 
@@ -341,7 +338,7 @@ def test_a_restarted_worker_container_comes_back_without_ansible(nodes, addresse
     restarted = subprocess.run(["docker", "restart", "--time", "30", "ray-worker2"], capture_output=True, text=True,
                                timeout=180, check=False)
     assert restarted.returncode == 0, restarted.stderr
-    assert booted(worker) in ("running", "degraded")
+    assert boot.booted(worker) in ("running", "degraded")
     # A container's /dev is new at each start: the fake driver's device nodes are made again, as the real
     # driver makes /dev/davinci* when it loads at boot (the fakes' installer skips everything else).
     archive = "/var/lib/llm-cluster-fakes/fake-root.tar"
