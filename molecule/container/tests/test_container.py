@@ -20,6 +20,7 @@ The tests run playbooks, so the file runs in the order it is written (once, on c
 from __future__ import annotations
 
 import http.client
+import importlib.util
 import json
 import os
 import re
@@ -47,6 +48,13 @@ MODEL = "tiny"
 IMAGE = "aihost-llm-cluster/engine-vllm-cpu:0.32.0"
 ENGINE = "openeuler_llm"
 DECOY = "llmc-decoy"
+# A node's boot as systemd saw it (molecule/shared/boot.py), shared with the ray scenario's reboot test.
+_SPEC = importlib.util.spec_from_file_location(
+    "boot", os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "shared", "boot.py"))
+boot = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(boot)
+# The unit that binds the engine container to the perimeter; the watchdogs restart the engine through it.
+CONTAINER_UNIT = "llm-cluster-engine-container.service"
 
 
 @pytest.fixture(scope="module")
@@ -210,6 +218,11 @@ def test_engine_containers_run_llm_solution_s_data_parallel_lines(nodes):
     assert "--headless" in worker_args and "--headless" not in head_args
     assert worker_args[worker_args.index("--data-parallel-start-rank") + 1] == "1"
     assert "--data-parallel-start-rank" not in head_args
+    # Each container bound to its node's perimeter (test_a_rebooted_headless_node_serves_again_without_ansible).
+    for node in nodes.values():
+        shown = node.check_output("systemctl show -p ActiveState,UnitFileState,BindsTo %s" % CONTAINER_UNIT)
+        assert dict(line.split("=", 1) for line in shown.splitlines()) == {
+            "ActiveState": "active", "UnitFileState": "enabled", "BindsTo": "llm-cluster-firewall.service"}, shown
 
 
 def test_completion_from_the_controller(url, key):
@@ -612,14 +625,14 @@ def test_a_hung_engine_core_behind_a_live_api_is_restarted_by_the_watchdog(nodes
     last = restarts(head)[-1]
     # Rank 0 named (a loaded host may make rank 1 late too, then both are named).
     assert last["reason"].startswith("2 failed completion(s) in a row, the last: rank 0: no answer within 5s"), last
-    assert last["ok"] is True and last["command"] == "docker restart --time 30 %s" % ENGINE
+    assert last["ok"] is True and last["command"] == "systemctl restart " + CONTAINER_UNIT
     # The headless rank had joined the engine that went away: its watchdog restarted it, once.
     assert len(restarts(worker)) == before["ct-worker1"] + 1
     ran = "this engine ran while the API node was last seen healthy and had joined the engine that went away"
     assert restarts(worker)[-1]["reason"].endswith(ran)
     assert all(inspect(node, ENGINE)["State"]["StartedAt"] != started[name] for name, node in nodes.items())
     journal = head.check_output("journalctl -u llm-cluster-watchdog.service --no-pager")
-    assert "restarted (docker restart --time 30 %s)" % ENGINE in journal
+    assert "restarted (systemctl restart %s)" % CONTAINER_UNIT in journal
     assert [answers(url, key, rank) for rank in (0, 1)] == [200, 200]
     test_both_data_parallel_ranks_serve(nodes, url, key)
 
@@ -770,7 +783,7 @@ def test_a_headless_rank_started_alone_is_taken_in_by_the_api_node_s_watchdog(no
     record_timing("headless_rank_started_alone_to_both_ranks_serving_s", time.monotonic() - started)
     last = restarts(head)[-1]
     assert "rank 1: no answer within 5s" in last["reason"] and last["ok"] is True, last
-    assert last["command"] == "docker restart --time 30 %s" % ENGINE
+    assert last["command"] == "systemctl restart " + CONTAINER_UNIT
     assert inspect(head, ENGINE)["State"]["StartedAt"] != head_started
     # The headless node's watchdog had seen the API node's /health answer while its rank waited (the front
     # answers without rank 1), so /health alone would have it restart the rank as one that had joined the engine
@@ -785,39 +798,32 @@ def test_a_headless_rank_started_alone_is_taken_in_by_the_api_node_s_watchdog(no
     test_both_data_parallel_ranks_serve(nodes, url, key)
 
 
-def booted(node, wait=120):
-    """systemd's state once the boot has finished ('running' or 'degraded'); its bus answers a moment after start."""
-    state = node.run("for _ in $(seq %d); do state=$(systemctl is-system-running --wait 2>/dev/null) && break; "
-                     "case $state in running|degraded) break ;; esac; sleep 1; done; echo $state" % wait)
-    return state.stdout.strip()
-
-
-def unit_times(node, name):
-    """When a unit last became active and when its main process started (monotonic microseconds of this boot)."""
-    shown = node.check_output("systemctl show -p ActiveState,ActiveEnterTimestampMonotonic,ExecMainStartTimestampMonotonic %s"
-                              % name)
-    return dict(line.split("=", 1) for line in shown.splitlines())
-
-
 def test_a_rebooted_headless_node_serves_again_without_ansible(nodes, addresses, url, key):
     """A reboot of the headless node as far as a container goes (docker restart of the node: systemd boots
-    again, /run is a new tmpfs, /dev is new): the perimeter's table is in place before the node's Docker
-    starts, Docker starts the engine container by its unless-stopped policy with the NPU device nodes the driver
-    made at boot (the harness's llmc-fake-devices.service stands in for the driver, prepare.yml), the new rank
-    waits alone, the API node's watchdog takes it in, and both ranks serve. No Ansible run."""
+    again, /run is a new tmpfs, /dev is new), after its perimeter was stopped: the stop of the firewall guard
+    stops the engine container with it (the unit that binds the container to the perimeter), and Docker leaves a
+    container stopped so. At boot the table is in place before the node's Docker starts, that unit starts the
+    engine container after the table, with the NPU device nodes the driver made at boot (the harness's
+    llmc-fake-devices.service stands in for the driver, prepare.yml), the new rank waits alone, the API node's
+    watchdog takes it in, and both ranks serve. No Ansible run."""
     head, worker = nodes["ct-master1"], nodes["ct-worker1"]
     before, worker_before = len(restarts(head)), len(restarts(worker))
     head_started = inspect(head, ENGINE)["State"]["StartedAt"]
     rank_started = inspect(worker, ENGINE)["State"]["StartedAt"]
+    # Without the table no engine listens: a stop of the guard stops the container first.
+    worker.check_output("systemctl stop llm-cluster-firewall.service")
+    assert worker.run("nft list table inet llm_cluster").rc != 0
+    assert inspect(worker, ENGINE)["State"]["Status"] == "exited", inspect(worker, ENGINE)["State"]
+    assert worker.run("systemctl is-active %s" % CONTAINER_UNIT).stdout.strip() == "inactive"
     rebooted = subprocess.run(["docker", "restart", "--time", "30", "ct-worker1"], capture_output=True, text=True,
                               timeout=180, check=False)
     assert rebooted.returncode == 0, rebooted.stderr
     started = time.monotonic()
-    assert booted(worker) in ("running", "degraded")
+    assert boot.booted(worker) in ("running", "degraded")
     now = worker.check_output("ip -4 -o addr show dev eth0").split()[3].split("/")[0]
     assert now == addresses["ct-worker1"], "the harness gave ct-worker1 a new address: %s" % now
     # The order of the boot: the driver's device nodes and the perimeter's table before the container engine.
-    guard, devices, docker = (unit_times(worker, name) for name in (
+    guard, devices, docker = (boot.unit_times(worker, name) for name in (
         "llm-cluster-firewall.service", "llmc-fake-devices.service", "docker.service"))
     assert guard["ActiveState"] == devices["ActiveState"] == docker["ActiveState"] == "active", (guard, devices, docker)
     assert 0 < int(guard["ActiveEnterTimestampMonotonic"]) <= int(docker["ExecMainStartTimestampMonotonic"]), (guard, docker)
@@ -825,6 +831,13 @@ def test_a_rebooted_headless_node_serves_again_without_ansible(nodes, addresses,
     assert worker.run("nft list table inet llm_cluster").rc == 0
     # Not by way of network-online.target alone: the guard names Docker itself.
     assert "docker.service" in worker.check_output("systemctl show -p Before --value llm-cluster-firewall.service").split()
+    # The container, stopped with the guard, is started by its unit once the table is in place (Docker alone
+    # would leave it stopped).
+    unit = boot.unit_times(worker, CONTAINER_UNIT)
+    assert unit["ActiveState"] == "active", unit
+    assert int(guard["ActiveEnterTimestampMonotonic"]) <= int(unit["ExecMainStartTimestampMonotonic"]), (guard, unit)
+    assert {"llm-cluster-firewall.service", "docker.service"} <= set(
+        worker.check_output("systemctl show -p After --value %s" % CONTAINER_UNIT).split())
     deadline = started + 480
     while not (len(restarts(head)) > before and watchdog_state(head)["result"] == "ok"):
         assert time.monotonic() < deadline, (watchdog_state(head), worker.check_output("docker logs --tail 20 %s 2>&1" % ENGINE))
@@ -1048,5 +1061,7 @@ def test_teardown_removes_the_engine_and_starts_the_decoy_again(nodes):
         assert not node.file("/etc/llm_cluster/watchdog.json").exists
         assert not node.file("/etc/systemd/system/llm-cluster-watchdog.timer").exists
         assert not node.file(WATCHDOG_STATE).exists
+        assert not node.file("/etc/systemd/system/" + CONTAINER_UNIT).exists
+        assert node.run("systemctl is-enabled %s" % CONTAINER_UNIT).rc != 0
     result, changed = playbook("teardown", "--tags", "serve")
     assert result.returncode == 0 and set(changed.values()) == {0}, result.stdout[-3000:]

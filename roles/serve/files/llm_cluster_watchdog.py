@@ -101,6 +101,9 @@ def load_config(path):
         raise ValueError("%s: missing %s" % (path, ", ".join(missing)))
     if config["runtime"] not in ("host", "container"):
         raise ValueError("%s: runtime must be host or container, not %r" % (path, config["runtime"]))
+    if config["runtime"] == "container" and not config.get("unit"):
+        raise ValueError("%s: missing unit (the container runtime restarts its container through the unit that binds "
+                         "it to the perimeter)" % path)
     merged = dict(DEFAULTS)
     merged.update(config)
     return merged
@@ -266,10 +269,10 @@ def healthy(config, opener=urllib.request.urlopen):
 
 
 def restart(config, runner=run):
-    if config["runtime"] == "host":
-        argv = ["systemctl", "restart", config["name"]]
-    else:
-        argv = ["docker", "restart", "--time", "30", config["name"]]
+    # The container runtime: the unit that binds the container to the perimeter (engine-container.service.j2).
+    # Its restart stops and starts the container, and starts the firewall guard first when it is down: the
+    # engine never runs again without the table, as a docker restart would have it.
+    argv = ["systemctl", "restart", config["name"] if config["runtime"] == "host" else config["unit"]]
     result = runner(argv)
     return result.returncode == 0, " ".join(argv), (result.stderr or result.stdout).strip()
 

@@ -22,6 +22,8 @@ from ansible_collections.aihost.llm_cluster.plugins.plugin_utils import _serve
 from role_files import load_role_file
 
 KEY = "Kq7vT2mX9pL4sW8nB3cF6hJ1dG5yR0aZeU2iO4kN"
+# The container runtime restarts its container through this unit (templates/engine-container.service.j2).
+UNIT = "llm-cluster-engine-container.service"
 
 
 watchdog = load_role_file("serve", "llm_cluster_watchdog.py")
@@ -199,14 +201,14 @@ def test_a_failure_of_a_run_that_ended_while_it_was_asked_is_not_counted(server,
     Engine.mode = "error"
     started = "2026-12-03T05:00:00Z"
     runner = Exiting(after, container={"Status": "running", "StartedAt": started})
-    conf = config(server, runtime="container", name="llm_cluster_engine", failures=1)
+    conf = config(server, runtime="container", name="llm_cluster_engine", unit=UNIT, failures=1)
     state = step(conf, {"instance": started, "answered": True, "failures": 0}, runner, watchdog.parse_docker_time(started) + 1000, 0.0)
     assert state["result"] == "engine down" and state["failures"] == 0 and runner.restarts == []
     assert state["detail"].startswith("%s while it was asked (HTTP 500 Internal Server Error)" % gone), state["detail"]
     # Still running the same run: the failure counts, and with failures=1 it restarts.
     runner = Runner(container={"Status": "running", "StartedAt": started})
     state = step(conf, {"instance": started, "answered": True}, runner, watchdog.parse_docker_time(started) + 1000, 0.0)
-    assert runner.restarts == [["docker", "restart", "--time", "30", "llm_cluster_engine"]]
+    assert runner.restarts == [["systemctl", "restart", UNIT]]
 
 
 def test_a_new_run_of_the_engine_starts_counting_afresh(server):
@@ -246,11 +248,11 @@ def test_the_container_runtime_restarts_the_container(server):
     Engine.mode = "hang"
     started = "2026-12-03T05:00:00.123456789Z"
     runner = Runner(container={"Status": "running", "StartedAt": started, "Pid": 42})
-    conf = config(server, runtime="container", name="llm_cluster_engine", failures=1)
+    conf = config(server, runtime="container", name="llm_cluster_engine", unit=UNIT, failures=1)
     at = watchdog.parse_docker_time(started) + 1000
     state = step(conf, {}, runner, at, 0.0)
     assert state["engine"]["age_s"] == pytest.approx(1000, abs=0.01)
-    assert runner.restarts == [["docker", "restart", "--time", "30", "llm_cluster_engine"]]
+    assert runner.restarts == [["systemctl", "restart", UNIT]]
     gone = Runner(container=None)
     state = step(conf, {}, gone, at, 0.0)
     assert state["result"] == "engine down" and "No such object" in state["detail"]
@@ -323,7 +325,7 @@ def test_a_follower_whose_rank_waits_to_be_taken_in_is_not_restarted(server, run
     container = {"Status": "running", "StartedAt": "2026-12-07T08:00:00.000000000Z"}
     runner = Logging(WAITING_LINE, props=running("w1", entered_s=1000.0), container=container)
     conf = follower(server, failures=2, runtime=runtime, name="openeuler_llm" if runtime == "container" else
-                    "llm-cluster-engine.service")
+                    "llm-cluster-engine.service", unit=UNIT if runtime == "container" else "")
     started = watchdog.parse_docker_time(container["StartedAt"])
     Engine.health = 200
     state = step(conf, {}, runner, started + 100.0, 2000.0)
@@ -455,6 +457,8 @@ def test_a_follower_that_sees_the_api_node_serve_while_held_counts_it_as_seen(se
     ({"url": "http://x", "model": "m", "api_key": "", "runtime": "host", "name": "u", "state_file": "/s"}, "missing api_key"),
     ({"url": "http://x", "model": "m", "api_key": "k", "runtime": "podman", "name": "u", "state_file": "/s"},
      "runtime must be host or container, not 'podman'"),
+    ({"url": "http://x", "model": "m", "api_key": "k", "runtime": "container", "name": "c", "state_file": "/s"},
+     "missing unit (the container runtime restarts its container through the unit that binds it to the perimeter)"),
     ({"url": "http://x", "runtime": "host", "name": "u", "state_file": "/s", "mode": "observer"},
      "mode must be leader or follower, not 'observer'"),
     ({"runtime": "host", "name": "u", "state_file": "/s", "mode": "follower"}, "missing url"),
