@@ -81,7 +81,7 @@ options:
     type: dict
     default: {}
   container:
-    description: Container settings to check when set (C(image_name), C(image_tag), C(container_name)).
+    description: Container settings to check when set (C(image_name), C(image_tag), C(container_name), C(serve_container_name)).
     type: dict
     default: {}
   env_maps:

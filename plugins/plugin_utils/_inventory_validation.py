@@ -490,6 +490,12 @@ def _check_container(spec, errors):
     if name is not None and not (isinstance(name, str) and _CONTAINER_NAME_RE.fullmatch(name)):
         errors.append("container_name = %s is not a valid container name: use letters, digits, '_', '.', '-' "
                       "(e.g. openeuler_ds)." % _show(name))
+    # The serve role's own name for it (it defaults to container_name): Docker refuses a bad one only when the
+    # serve step creates the container, long after the nodes were changed.
+    own = container.get("serve_container_name")
+    if own is not None and own != name and not (isinstance(own, str) and _CONTAINER_NAME_RE.fullmatch(own)):
+        errors.append("serve_container_name = %s is not a valid container name: use letters, digits, '_', '.', '-' "
+                      "(e.g. llm_cluster_engine), or set container_name instead." % _show(own))
     tag = container.get("image_tag")
     if isinstance(tag, float):
         errors.append("image_tag = %s: YAML read the tag as a number, so a tag such as 1.10 became 1.1; quote it "

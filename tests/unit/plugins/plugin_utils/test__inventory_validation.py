@@ -64,6 +64,7 @@ def test_single_node_without_workers_group():
     ({"booleans": {"prepare_require_cann": 1}}, "prepare_require_cann = 1 (integer) must be a YAML boolean"),
     ({"flags": {"is_stop_other_container": 2}}, "is_stop_other_container = 2 (integer) must be 0 or 1"),
     ({"container": {"container_name": "-bad"}}, "container_name = '-bad' is not a valid container name"),
+    ({"container": {"serve_container_name": "engine\n"}}, "serve_container_name = 'engine\\n' is not a valid container name"),
     ({"container": {"image_tag": "a b"}}, "image_tag = 'a b' is not a valid image tag"),
 ])
 def test_each_problem_names_variable_value_and_fix(changes, expected):
