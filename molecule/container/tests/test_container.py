@@ -927,9 +927,11 @@ NEXT_IMAGE = IMAGE.rsplit(":", 1)[0] + ":" + NEXT_TAG
 
 
 def next_image(node):
-    """Build NEXT_IMAGE from IMAGE in the node's Docker (Docker's classic builder: a label, no layer) and return its ID."""
+    """Build NEXT_IMAGE from IMAGE in the node's Docker (Docker's classic builder: a label, no layer) and return its ID.
+
+    Docker's errors stay on standard error, where a failed build's assertion shows them."""
     node.check_output("printf 'FROM %s\\nLABEL org.opencontainers.image.version=%s\\n' | DOCKER_BUILDKIT=0 docker build -q -t %s - "
-                      ">/dev/null 2>&1" % (IMAGE, NEXT_TAG, NEXT_IMAGE))
+                      ">/dev/null" % (IMAGE, NEXT_TAG, NEXT_IMAGE))
     return node.check_output("docker image inspect --format '{{.Id}}' %s" % NEXT_IMAGE)
 
 
