@@ -10,8 +10,9 @@
 # rolling restart under a steady load loses no request, one
 # replica stopped and none fails), then to prefill/decode disaggregation (every
 # completion finished by the prefill and by the decode engine, the KV written
-# to the shared directory and found; a second run changes nothing), then
-# `./deploy.sh demo-down` (nothing is left). The first deploy and the bench run
+# to the shared directory and found; a second run changes nothing; both
+# engines restarted as a group under load, every failed request inside the
+# reported window), then `./deploy.sh demo-down` (nothing is left). The first deploy and the bench run
 # as a user runs them (Ansible's linear strategy); the later runs under
 # Mitogen's strategy, as Molecule's do (faster, the same tasks and assertions).
 # `make demo-check` runs it; `make test` runs it as its last stage.
@@ -192,30 +193,31 @@ engine_pids() {
   done | tr '\n' ' '
 }
 
-# The data-parallel engine restarted as a group (docs/serving-groups.md#rolling-restart): it spans both
-# nodes, so no order keeps it serving. ./deploy.sh rolling-restart restarts the API node's engine, then the
-# worker's headless rank, waits for the readiness probe (each rank answers) and reports the window the
-# endpoint did not serve. Under the steady load: every failed request lies inside that window, both engines
-# have new PIDs, and a completion passes after it.
-pids_before="$(engine_pids)"
-start_load "$WORK/load-dp.json"
-sleep 3
-LLM_CLUSTER_ARTIFACTS="$WORK/artifacts" verbose rolling-dp ./deploy.sh rolling-restart -i .cache/demo/inventory/hosts.yml || {
-  touch "$WORK/load.stop"
-  fail "./deploy.sh rolling-restart of the dp topology exited non-zero"
-}
-sleep 3
-stop_load
-pids_after="$(engine_pids)"
-python3 - "$WORK/load-dp.json" "$WORK/artifacts/rolling-restart.json" "$pids_before" "$pids_after" <<'PY' ||
+# An engine restarted as a group by ./deploy.sh rolling-restart (docs/serving-groups.md#rolling-restart), under
+# the steady load: the run reports the window the endpoint did not serve; every failed request lies inside it,
+# both engines have new PIDs, and completions passed. $1: the topology, $2: the name of its run's log.
+group_restart() {
+  local topology=$1 name=$2 pids_before pids_after
+  pids_before="$(engine_pids)"
+  start_load "$WORK/load-$name.json"
+  sleep 3
+  LLM_CLUSTER_ARTIFACTS="$WORK/artifacts" verbose "$name" ./deploy.sh rolling-restart -i .cache/demo/inventory/hosts.yml || {
+    touch "$WORK/load.stop"
+    fail "./deploy.sh rolling-restart of the $topology topology exited non-zero"
+  }
+  sleep 3
+  stop_load
+  pids_after="$(engine_pids)"
+  python3 - "$topology" "$WORK/load-$name.json" "$WORK/artifacts/rolling-restart.json" "$pids_before" "$pids_after" <<'PY' ||
 import json, sys
-load = json.load(open(sys.argv[1]))
-report = json.load(open(sys.argv[2]))
-before, after = sys.argv[3].split(), sys.argv[4].split()
-print("demo check: dp restarted as a group: the endpoint did not serve for at most %.1f s (the playbook's report); "
+topology = sys.argv[1]
+load = json.load(open(sys.argv[2]))
+report = json.load(open(sys.argv[3]))
+before, after = sys.argv[4].split(), sys.argv[5].split()
+print("demo check: %s restarted as a group: the endpoint did not serve for at most %.1f s (the playbook's report); "
       "under load %d completions passed, %d failed, each inside that window; engine PIDs %s -> %s"
-      % (report["outage_seconds"], load["ok"], load["failed"], before, after))
-assert report["topology"] == "dp" and report["runtime"] == "host", report
+      % (topology, report["outage_seconds"], load["ok"], load["failed"], before, after))
+assert report["topology"] == topology and report["runtime"] == "host", report
 assert report["engines"] == ["llmc-demo-master", "llmc-demo-worker"], report
 assert report["outage_seconds"] > 0, report
 assert abs(report["serving_at"] - report["restart_began"] - report["outage_seconds"]) < 0.1, report
@@ -226,7 +228,12 @@ assert not outside, (outside, report)
 assert load["ok"] >= 2, load
 assert len(before) == len(after) == 2 and all(b != a for b, a in zip(before, after)), (before, after)
 PY
-  fail "the dp group restart: $(cat "$WORK/load-dp.json" "$WORK/artifacts/rolling-restart.json" 2>&1)"
+    fail "the $topology group restart: $(cat "$WORK/load-$name.json" "$WORK/artifacts/rolling-restart.json" 2>&1)"
+}
+
+# The data-parallel engine spans both nodes, so no order keeps it serving: ./deploy.sh rolling-restart restarts
+# the API node's engine, then the worker's headless rank, and waits for the readiness probe (each rank answers).
+group_restart dp rolling-dp
 answer="$(curl -s "http://127.0.0.1:$PORT/v1/completions" -H @<(printf 'Authorization: Bearer %s\n' "$key") \
   -H 'Content-Type: application/json' -d '{"model": "tiny", "prompt": "Hello", "max_tokens": 4, "ignore_eos": true}')"
 python3 - "$answer" <<'PY' || fail "no completion after the dp group restart: $answer"
@@ -563,6 +570,19 @@ recap="$(grep -E '^llmc-demo-(master|worker) +: ok=' "$WORK/pd-second.log")"
 echo "$recap" | grep -qv 'changed=0' && fail "the second pd demo changed something: $recap"
 [ "$(echo "$recap" | wc -l)" -eq 2 ] || fail "no play recap for both nodes in the second pd run"
 
+# The prefill and decode engines restarted as a group: the router's PD mode takes a restarted engine back only
+# at its own start, so no order keeps the endpoint serving; the run restarts both engines (and the router when
+# it lost one) and waits for a completion through the front that both roles served. After it, every
+# completion is still finished by the prefill and by the decode engine.
+group_restart pd rolling-pd
+served="$(completions_counted 3)"
+python3 - "$served" <<'PY' || fail "after the pd group restart, the PD router did not send every completion to both engines: $served"
+import ast, sys
+served = ast.literal_eval(sys.argv[1])
+print("demo check: after the pd group restart, completions finished by (prefill, decode): %s" % served)
+assert len(served) == 2 and min(served) >= 3, served
+PY
+
 # The monitoring step on the pd cluster, with the worker as the monitoring host: a `monitoring` group beside
 # the demo's inventory (an inventory directory), Prometheus from Debian's package on the worker (node_exporter
 # and Alertmanager are the default scenario's) scraping both engines and vLLM's router in its PD mode at the
@@ -622,11 +642,11 @@ if [ "${#key}" -lt 32 ] || [ "${#token}" -lt 32 ]; then fail "the API key or the
 grep -qE -- "bin/vllm serve|VLLM::" "$WORK/ps.log" || fail "the process samples never show the engine"
 grep -q -- "bench serve" "$WORK/ps.log" || fail "the process samples never show the benchmark client"
 grep -q "Bench | Put the API key in a private file" "$WORK/bench.log" || fail "the bench log lacks the task that handles the key"
-for log in ps first bench second rolling-dp replace-dp replicas replace rolling ps-replicas shrink grow pd ps-pd pd-second monitoring; do
+for log in ps first bench second rolling-dp replace-dp replicas replace rolling ps-replicas shrink grow pd ps-pd pd-second rolling-pd monitoring; do
   ! grep -qF -- "$key" "$WORK/$log.log" || fail "the API key appears in $log.log"
   ! grep -qF -- "$token" "$WORK/$log.log" || fail "the Ray token appears in $log.log"
 done
-echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench, the second deploy, the dp group restart, the fresh worker's dp deploy, the replicas deploy, the fresh worker's replicas deploy, the rolling restart, the shrunk and grown replicas, both pd deploys and the monitoring step"
+echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench, the second deploy, the dp group restart, the fresh worker's dp deploy, the replicas deploy, the fresh worker's replicas deploy, the rolling restart, the shrunk and grown replicas, both pd deploys, the pd group restart and the monitoring step"
 
 ./deploy.sh demo-down
 [ -z "$(docker ps -aq --filter label=org.aihost.llm_cluster.demo=1)" ] || fail "demo containers left behind"
