@@ -908,13 +908,17 @@ def _router_view(doc, plan_result, settings):
 
     ``settings["router_read"]``: status.yml's uri result of the router's GET /workers (absent where it was not
     read: the serve step's own report); ``settings["replica_reads"]``: its uri results of each replica's
-    GET /health (``item`` the replica's URL, ``status`` -1 for no answer)."""
+    GET /health (``item`` the replica's URL, ``status`` -1 for no answer); ``settings["replica_versions"]``: its
+    uri results of each replica's GET /version with the key (``json.version``: the vLLM release that engine
+    runs; a rollout that stopped midway leaves the replicas on two releases)."""
     read = settings.get("router_read")
     if not isinstance(read, dict) or "status" not in read:
         return
     workers = (read.get("json") or {}).get("workers") if isinstance(read.get("json"), dict) else None
     listed = [worker.get("url") for worker in workers] if read.get("status") == 200 and isinstance(workers, list) else None
     health = {reply.get("item"): reply.get("status") for reply in settings.get("replica_reads") or []}
+    releases = {reply.get("item"): reply["json"].get("version") for reply in settings.get("replica_versions") or []
+                if reply.get("status") == 200 and isinstance(reply.get("json"), dict)}
     doc["router"]["answered"] = listed is not None
     doc["router"]["listed"] = sorted(listed) if listed is not None else []
     for node in doc["nodes"]:
@@ -922,7 +926,8 @@ def _router_view(doc, plan_result, settings):
         if url and url in plan_result["router"].get("workers", []):
             status = health.get(url, 0)
             node["replica"] = {"url": url, "health": status if isinstance(status, int) and status > 0 else 0,
-                               "routed": url in listed if listed is not None else None}
+                               "routed": url in listed if listed is not None else None,
+                               "release": releases.get(url)}
 
 
 def _router_lines(doc):
@@ -947,7 +952,18 @@ def _router_lines(doc):
     unplanned = sorted(set(router.get("listed") or []) - {node["replica"]["url"] for node in replicas})
     if unplanned:
         line += "; routed but not planned: %s" % ", ".join(unplanned)
-    return [line]
+    lines = [line]
+    # The vLLM release each replica answered GET /version with: more than one is a rollout that stopped
+    # midway (or was not run on every node yet).
+    releases = {}
+    for node in replicas:
+        if node["replica"].get("release"):
+            releases.setdefault(node["replica"]["release"], []).append(node["host"])
+    if len(releases) > 1:
+        lines.append("replicas on %d vLLM releases: %s: a rolling restart that stopped midway, or not yet run on "
+                     "every node" % (len(releases), "; ".join("%s on %s" % (release, ", ".join(hosts))
+                                                               for release, hosts in sorted(releases.items()))))
+    return lines
 
 
 def _group_lines(groups):

@@ -1001,12 +1001,15 @@ def test_status_names_the_replica_the_router_no_longer_sends_requests_to(nodes, 
         doc = json.load(handle)
     assert (doc["runtime"], doc["topology"], doc["router"]["answered"]) == ("container", "replicas", True)
     assert doc["router"]["listed"] == [urls["ct-master1"]]
+    # Each replica's vLLM release, from its GET /version with the key (the rollout's next image is the same build).
     assert {n["host"]: (n["replica"], n["engine"]["state"]) for n in doc["nodes"]} == {
-        "ct-master1": ({"url": urls["ct-master1"], "health": 200, "routed": True}, "running"),
-        "ct-worker1": ({"url": urls["ct-worker1"], "health": 200, "routed": False}, "running")}
+        "ct-master1": ({"url": urls["ct-master1"], "health": 200, "routed": True, "release": "0.32.0"}, "running"),
+        "ct-worker1": ({"url": urls["ct-worker1"], "health": 200, "routed": False, "release": "0.32.0"}, "running")}
     assert doc["endpoint"]["ready"] is True and doc["endpoint"]["completion"]["completion_tokens"] > 0
     out = " ".join(result.stdout.split())
     assert "router: sends requests to 1 of 2 replica(s); not routed: ct-worker1 (%s, health 200)" % urls["ct-worker1"] in out
+    # One release: no line about several.
+    assert "vLLM releases" not in out
     # Put back by hand above: the router lists both again.
     workers = json.loads(head.check_output(NODE_GET % "http://127.0.0.1:8002/workers"))["workers"]
     assert sorted(worker["url"] for worker in workers) == sorted(urls.values())

@@ -142,6 +142,28 @@ def test_the_status_names_a_replica_the_router_no_longer_sends_requests_to():
                     "./deploy.sh -t serve puts every planned replica back; routed but not healthy: n2 (health no answer)"]
 
 
+def test_the_status_names_the_vllm_release_of_each_replica_when_they_differ():
+    # A rollout of another release that stopped after n0: n0 answers GET /version with 0.31.0, n1 with 0.32.0,
+    # n2 not at all (its engine is down).
+    plan = _serve.plan(nodes(3), settings())
+    urls = ["http://10.0.0.1:8001", "http://10.0.0.2:8001", "http://10.0.0.3:8001"]
+    versions = [{"item": urls[0], "status": 200, "json": {"version": "0.31.0"}},
+                {"item": urls[1], "status": 200, "json": {"version": "0.32.0"}},
+                {"item": urls[2], "status": -1, "msg": "Connection refused"}]
+    doc = _serve.status(nodes(3), plan, dict(reads(urls[:2], {urls[0]: 200, urls[1]: 200, urls[2]: -1}),
+                                             replica_versions=versions, probe={"ready": True}))
+    assert [n["replica"]["release"] for n in doc["nodes"]] == ["0.31.0", "0.32.0", None]
+    table = _serve.status_table(doc)
+    assert "replicas on 2 vLLM releases: 0.31.0 on n0; 0.32.0 on n1: a rolling restart that stopped midway, or not " \
+        "yet run on every node" in table
+    # One release (or none read: no key, the serve step's own report): no line.
+    same = [dict(reply, json={"version": "0.32.0"}) if reply["status"] == 200 else reply for reply in versions]
+    for reads_of_versions in (same, []):
+        doc = _serve.status(nodes(3), plan, dict(reads(urls, {url: 200 for url in urls}),
+                                                 replica_versions=reads_of_versions, probe={"ready": True}))
+        assert not any(line.startswith("replicas on ") for line in _serve.status_table(doc))
+
+
 def test_the_status_says_when_the_router_does_not_answer_and_what_it_routes_that_is_not_planned():
     plan = _serve.plan(nodes(2), settings())
     down = _serve.status(nodes(2), plan, dict(reads(None, {}), probe={"ready": False}))
