@@ -960,9 +960,9 @@ def _router_lines(doc):
         if node["replica"].get("release"):
             releases.setdefault(node["replica"]["release"], []).append(node["host"])
     if len(releases) > 1:
+        where = "; ".join("%s on %s" % (release, ", ".join(hosts)) for release, hosts in sorted(releases.items()))
         lines.append("replicas on %d vLLM releases: %s: a rolling restart that stopped midway, or not yet run on "
-                     "every node" % (len(releases), "; ".join("%s on %s" % (release, ", ".join(hosts))
-                                                               for release, hosts in sorted(releases.items()))))
+                     "every node" % (len(releases), where))
     return lines
 
 
