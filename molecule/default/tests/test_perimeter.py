@@ -55,6 +55,7 @@ def test_a_non_member_reaches_only_the_api_port_of_the_head(nodes, addresses, ou
         assert scan[address]["open"] == expected, (name, scan[address]["open"])
         # Dropped, not refused: nothing else on the cluster interface answers a non-member.
         assert scan[address]["refused"] == [] and scan[address]["errors"] == {}, (name, scan[address])
+        assert scan[address]["unreachable"] == {}, (name, scan[address]["unreachable"])
         assert scan[address]["silent"] == 65535 - len(expected)
 
 

@@ -127,13 +127,18 @@ def test_a_non_member_reaches_no_port_of_ours(nodes, addresses):
         # firewalld's public zone keeps its ssh service; it rejects the rest (an ICMP the kernel rate-limits, so
         # most connects go unanswered): no port of ours is reachable. On the nftables backend the reject is an
         # admin-prohibited (EHOSTUNREACH) and nothing refuses; on the iptables backend it is a port-unreachable,
-        # which a connect reads as refused.
+        # which a connect reads as refused, as it reads a closed port's reset. The scan reads the ICMP answers
+        # too: every refusal there was the zone's reject, no port reached the node's TCP stack to be reset.
         assert scan[address]["open"] == ([22] if sshd else []), (name, scan[address]["open"])
+        assert scan[address]["reset"] == [], (name, scan[address]["reset"][:20])
         if BACKEND[name] == "nftables":
             assert scan[address]["refused"] == [], (name, scan[address]["refused"][:20])
+            assert set(scan[address]["unreachable"]) <= {"admin-prohibited"}, (name, scan[address]["unreachable"])
         else:
             iptables_rejects = nodes[name].check_output("iptables -S IN_public")
             assert "-A IN_public -j REJECT --reject-with icmp-port-unreachable" in iptables_rejects, iptables_rejects
+            assert scan[address]["refused"] and scan[address]["unreachable"].get("port", 0) >= len(
+                scan[address]["refused"]), (name, scan[address]["unreachable"], len(scan[address]["refused"]))
         assert set(scan[address]["errors"].values()) <= {"EHOSTUNREACH"}, (name, scan[address]["errors"])
 
 
