@@ -45,12 +45,22 @@ fail() {
   exit 1
 }
 
-# A run at -vvv with diffs, its whole output in $WORK/<name>.log and its last lines on the terminal.
+# A run at -vvv with diffs, its whole output in $WORK/<name>.log and its last lines on the terminal; when it
+# fails, from its last failed task on (a failure message carries the nodes' journals, longer than a tail).
 verbose() {
-  local name=$1 rc=0
+  local name=$1 rc=0 first
   shift
   ANSIBLE_VERBOSITY=3 ANSIBLE_DIFF_ALWAYS=1 "$@" > "$WORK/$name.log" 2>&1 || rc=$?
-  if [ "$rc" -ne 0 ]; then tail -n 200 "$WORK/$name.log"; else tail -n 25 "$WORK/$name.log"; fi
+  if [ "$rc" -eq 0 ]; then
+    tail -n 25 "$WORK/$name.log"
+  else
+    first="$(grep -n '^fatal: \[' "$WORK/$name.log" | tail -n 1 | cut -d: -f1)"
+    if [ -n "$first" ]; then
+      tail -n "+$first" "$WORK/$name.log" | head -n 1500 || true
+    else
+      tail -n 200 "$WORK/$name.log"
+    fi
+  fi
   return "$rc"
 }
 # Every command line on the controller and on the demo's nodes, every second. The nodes are containers
