@@ -54,7 +54,7 @@ verbose() {
   if [ "$rc" -eq 0 ]; then
     tail -n 25 "$WORK/$name.log"
   else
-    first="$(grep -n '^fatal: \[' "$WORK/$name.log" | tail -n 1 | cut -d: -f1)"
+    first="$(grep -n '^fatal: \[' "$WORK/$name.log" | tail -n 1 | cut -d: -f1 || true)"
     if [ -n "$first" ]; then
       tail -n "+$first" "$WORK/$name.log" | head -n 1500 || true
     else
@@ -610,10 +610,11 @@ replicas = {node["host"]: node["replica"] for node in doc["nodes"] if node.get("
 assert {host: (r["routed"], r["health"], r["release"]) for host, r in replicas.items()} == {
     "llmc-demo-master": (True, 200, "0.32.0"), "llmc-demo-worker": (False, 200, "0.31.0")}, replicas
 PY
-# The table is printed as a YAML list, its long lines folded: read as one line, as the message above.
-tr -s ' \n' ' ' < "$WORK/status-mixed.log" |
-  grep -q "replicas on 2 vLLM releases: 0.31.0 on llmc-demo-worker; 0.32.0 on llmc-demo-master: a rolling restart that stopped midway" ||
-  fail "status.yml's table does not name the two releases"
+# The table is printed as a YAML list, its long lines folded: read as one line, as the message above (in a
+# variable first: grep -q would close the pipe early, and pipefail would count that).
+table="$(tr -s ' \n' ' ' < "$WORK/status-mixed.log")"
+grep -q "replicas on 2 vLLM releases: 0.31.0 on llmc-demo-worker; 0.32.0 on llmc-demo-master: a rolling restart that stopped midway" \
+  <<<"$table" || fail "status.yml's table does not name the two releases"
 serve_step_lists_both repair
 [ "$(engine_pids | cut -d' ' -f1)" = "${pids_after%% *}" ] || fail "the serve step restarted the head's engine"
 [ "$(engine_release | tr '\n' ' ')" = "0.32.0 5.19.0 vllm-0.32.0+cpu.dist-info 0.32.0 0.32.0 5.19.0 vllm-0.32.0+cpu.dist-info 0.32.0 " ] ||
