@@ -16,6 +16,7 @@ the port got through every firewall), ``unreachable`` counts the ICMP answers pe
 prohibited, 10 host prohibited...). Runs inside a container that is not a cluster member.
 """
 
+import collections
 import errno
 import json
 import selectors
@@ -116,12 +117,8 @@ def scan(addresses, timeout, concurrency, ports=range(1, 65536)):
         result["open"].sort()
         result["refused"].sort()
         result["reset"] = [port for port in result["refused"] if (address, port) not in answered]
-        counts = {}
-        for (where, dummy), code in answered.items():
-            if where == address:
-                name = CODES.get(code, str(code))
-                counts[name] = counts.get(name, 0) + 1
-        result["unreachable"] = counts
+        result["unreachable"] = dict(collections.Counter(
+            CODES.get(code, str(code)) for (where, dummy), code in answered.items() if where == address))
     return results
 
 
