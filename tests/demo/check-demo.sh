@@ -48,20 +48,26 @@ fail() {
 # A run at -vvv with diffs, its whole output in $WORK/<name>.log and its last lines on the terminal; when it
 # fails, from its last failed task on (a failure message carries the nodes' journals, longer than a tail).
 verbose() {
-  local name=$1 rc=0 first
+  local name=$1 rc=0 last_failed
   shift
   ANSIBLE_VERBOSITY=3 ANSIBLE_DIFF_ALWAYS=1 "$@" > "$WORK/$name.log" 2>&1 || rc=$?
   if [ "$rc" -eq 0 ]; then
     tail -n 25 "$WORK/$name.log"
   else
-    first="$(grep -n '^fatal: \[' "$WORK/$name.log" | tail -n 1 | cut -d: -f1 || true)"
-    if [ -n "$first" ]; then
-      tail -n "+$first" "$WORK/$name.log" | head -n 1500 || true
+    last_failed="$(grep -n '^fatal: \[' "$WORK/$name.log" | tail -n 1 | cut -d: -f1 || true)"
+    if [ -n "$last_failed" ]; then
+      tail -n "+$last_failed" "$WORK/$name.log" | head -n 1500 || true
     else
       tail -n 200 "$WORK/$name.log"
     fi
   fi
   return "$rc"
+}
+# A run's log with every run of spaces and line feeds as one space: Ansible prints results as YAML and folds
+# their long lines. Kept in a variable by the caller: a grep -q reading a pipe closes it early, and pipefail
+# would count that as a failure.
+unfolded() {
+  tr -s ' \n' ' ' < "$1"
 }
 # Every command line on the controller and on the demo's nodes, every second. The nodes are containers
 # of the local Docker engine, so their processes are in this machine's process table too: one ps sees
@@ -587,8 +593,7 @@ failed_at="$(awk '/^TASK \[/ { task = $0; sub(/\] \**$/, "]", task) } /^fatal: \
 [llmc-demo-worker]: TASK [aihost.llm_cluster.serve : Rolling node | Stop the rollout at this node, naming the step and the replicas that still serve]" ] ||
   fail "the failed rollout does not name the worker alone at its install: $failed_at"
 # Its message: the node, the step and pip's error, the replica out of the router and the one that still serves.
-# (The result is printed as YAML, its lines folded: read with every run of spaces and line feeds as one space.)
-message="$(tr -s ' \n' ' ' < "$WORK/rolling-bad.log")"
+message="$(unfolded "$WORK/rolling-bad.log")"
 grep -q "The rolling restart stopped at llmc-demo-worker in the step Install | Install the engine packages into the venv, which failed: .*no such option: --no-such-option" <<<"$message" ||
   fail "the failed rollout's message does not name the node, the step and pip's error"
 grep -q "Its replica http://$worker_ip:8001 stays out of the router; the router still sends requests to http://$master_ip:8001 (the nodes after this one were not changed)" <<<"$message" ||
@@ -610,9 +615,8 @@ replicas = {node["host"]: node["replica"] for node in doc["nodes"] if node.get("
 assert {host: (r["routed"], r["health"], r["release"]) for host, r in replicas.items()} == {
     "llmc-demo-master": (True, 200, "0.32.0"), "llmc-demo-worker": (False, 200, "0.31.0")}, replicas
 PY
-# The table is printed as a YAML list, its long lines folded: read as one line, as the message above (in a
-# variable first: grep -q would close the pipe early, and pipefail would count that).
-table="$(tr -s ' \n' ' ' < "$WORK/status-mixed.log")"
+# The table is printed as a YAML list, its long lines folded like the message above.
+table="$(unfolded "$WORK/status-mixed.log")"
 grep -q "replicas on 2 vLLM releases: 0.31.0 on llmc-demo-worker; 0.32.0 on llmc-demo-master: a rolling restart that stopped midway" \
   <<<"$table" || fail "status.yml's table does not name the two releases"
 serve_step_lists_both repair
