@@ -31,7 +31,12 @@ so a rank that started after the API node's engine began answering (the first
 answer after ``failures`` failed reads in a row, ``healthy_since``) never joined it; and vLLM logs
 "Waiting for READY message from DP Coordinator..." every 10 s while a rank
 waits (a rank that logged it within the last WAITING_WINDOW seconds). Either
-way the rank is left alone: it joins the API node's next engine by itself.
+way the rank is left alone: it joins the API node's next engine by itself. A third needs neither a
+timing nor vLLM's wording: a rank that was taken in holds TCP connections to the API node (the data-parallel
+engine's sockets, which its processes connect to once it joins), and a rank waiting to be taken in holds
+none. At every check that sees the API node healthy a follower counts its engine's established connections
+to the API node's address (``api_address``, from /proc: the engine's processes' sockets in its own network
+namespace); a rank that held none at the last such check is left alone when the API node goes away.
 Restarting it instead raced that engine's start: a rank killed after it had
 joined took the new engine down again, and one started just before the new
 API front lost its handshake and waited five minutes.
@@ -64,6 +69,7 @@ given with --config.
 import argparse
 import concurrent.futures
 import datetime
+import ipaddress
 import json
 import os
 import re
@@ -83,7 +89,7 @@ WAITING_WINDOW = 30
 REQUIRED = {"leader": ("url", "model", "api_key", "runtime", "name", "state_file"),
             "follower": ("url", "runtime", "name", "state_file")}
 DEFAULTS = {"mode": "leader", "ranks": 0, "failures": 3, "timeout": 60, "start_grace": 900, "max_restarts": 3, "window": 3600,
-            "ca_path": "", "pause_file": "", "binding_file": "", "textfile": ""}
+            "ca_path": "", "pause_file": "", "binding_file": "", "textfile": "", "api_address": ""}
 
 
 def log(message):
@@ -291,7 +297,8 @@ def paused(config, at):
     return max(0, left)
 
 
-def check(config, state, runner=run, opener=urllib.request.urlopen, now=time.time, monotonic=time.monotonic):
+def check(config, state, runner=run, opener=urllib.request.urlopen, now=time.time, monotonic=time.monotonic,
+          proc_root="/proc"):
     """One watchdog step: returns the new state."""
     at = now()
     left = paused(config, at)
@@ -313,6 +320,8 @@ def check(config, state, runner=run, opener=urllib.request.urlopen, now=time.tim
                 # kept "waiting" for good (it had never seen the API node healthy since).
                 state["last_ok_at"] = at
                 state.setdefault("healthy_since", at)
+                # What the last count of this engine's connections said is out of date: it has joined since.
+                state.pop("api_connections", None)
         return state
     running, instance, age, described = engine_state(config, runner, now, monotonic)
     state = dict(state)
@@ -331,7 +340,7 @@ def check(config, state, runner=run, opener=urllib.request.urlopen, now=time.tim
         log("%s: not counted, the engine is not running (%s)" % (config["name"], described))
         return state
     if config.get("mode") == "follower":
-        return follow(config, state, runner, opener, at, age, restarts)
+        return follow(config, state, runner, opener, at, age, restarts, proc_root)
     ok, why = complete_all(config, opener)
     if ok:
         return serving(config, state, at, "a completion answered; the engine serves", answered=True)
@@ -362,7 +371,7 @@ def ended(config, runner, now, monotonic, instance):
     return "" if again == instance else "started again"
 
 
-def follow(config, state, runner, opener, at, age, restarts):
+def follow(config, state, runner, opener, at, age, restarts, proc_root="/proc"):
     """A headless rank: restart it when the API node's engine went away after this one joined it."""
     ok, why = healthy(config, opener)
     if ok:
@@ -372,6 +381,11 @@ def follow(config, state, runner, opener, at, age, restarts):
             # own engine was down: the API node may have served all along, as while this node rebooted.
             state["healthy_since"] = at
         state["api_failed_reads"] = 0
+        count = api_connections(config, runner, proc_root)
+        if count is None:
+            state.pop("api_connections", None)
+        else:
+            state["api_connections"] = {"instance": state.get("instance"), "count": count, "at": at}
         return serving(config, state, at, "the API node answers /health")
     state["api_failed_reads"] = state.get("api_failed_reads", 0) + 1
     state["last_error"] = why
@@ -383,6 +397,14 @@ def follow(config, state, runner, opener, at, age, restarts):
         why_not = ("no check has seen the API node healthy yet" if last_ok is None else
                    "this engine started after the API node was last seen healthy")
         return waiting(config, state, reason, "%s, so it joins the API node's engine as that starts" % why_not)
+    seen = state.get("api_connections") or {}
+    if seen.get("count") == 0 and seen.get("instance") == state.get("instance"):
+        # The API node's engine served and this run of the rank held no connection to it: it was never taken in
+        # (it started alone, or just after that engine began answering, which healthy_since cannot tell apart).
+        return waiting(config, state, reason, "at the last check that saw the API node healthy (%s) this engine held "
+                       "no connection to it (%s), so it was never taken in by that engine; it joins the next one by "
+                       "itself" % (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seen.get("at", 0))),
+                                   config["api_address"]))
     since = state.get("healthy_since")
     if since is not None and started > since:
         # A data-parallel engine takes in its ranks when it starts: one that was already serving when this rank
@@ -396,6 +418,119 @@ def follow(config, state, runner, opener, at, age, restarts):
     return escalate(config, state, runner, at, reason, restarts,
                     "; this engine ran while the API node was last seen healthy and had joined the engine that "
                     "went away")
+
+
+def engine_pid(config, runner=run):
+    """The engine's main process (the unit's, or the container's first), 0 when it has none."""
+    if config["runtime"] == "host":
+        result = runner(["systemctl", "show", config["name"], "--property=MainPID"])
+        props = dict(line.split("=", 1) for line in (result.stdout or "").splitlines() if "=" in line)
+        value = props.get("MainPID", "0")
+    else:
+        result = runner(["docker", "inspect", "--format", "{{json .State}}", config["name"]])
+        try:
+            value = json.loads(result.stdout).get("Pid", 0) if result.returncode == 0 else 0
+        except (ValueError, AttributeError):
+            value = 0
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def descendants(proc_root, pid):
+    """``pid`` and every process below it, as strings (from each process's parent in /proc/<pid>/stat)."""
+    children = {}
+    try:
+        names = os.listdir(str(proc_root))
+    except OSError:
+        names = []
+    for name in names:
+        if name.isdigit():
+            fields = stat_fields(proc_read(proc_root, name, "stat"))
+            if fields and len(fields) > 1:
+                children.setdefault(fields[1], []).append(name)
+    found, todo = [], [str(pid)]
+    while todo:
+        current = todo.pop()
+        if current not in found:
+            found.append(current)
+            todo.extend(children.get(current, []))
+    return found
+
+
+def socket_inodes(proc_root, pids):
+    """The inodes of the sockets the processes hold ("socket:[N]" file descriptors); None when the first
+    process's descriptors cannot be listed (it is gone, or this is not root)."""
+    inodes = set()
+    for index, pid in enumerate(pids):
+        directory = os.path.join(str(proc_root), pid, "fd")
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            if index == 0:
+                return None
+            continue
+        for name in names:
+            try:
+                target = os.readlink(os.path.join(directory, name))
+            except OSError:
+                continue
+            if target.startswith("socket:[") and target.endswith("]"):
+                inodes.add(target[8:-1])
+    return inodes
+
+
+def proc_net_address(text, byteorder=sys.byteorder):
+    """(address, port) of an address of /proc/net/tcp or tcp6: hexadecimal 32-bit words, each in the host's byte
+    order ("0200A8C0:1F90" is 192.168.0.2:8080 on a little-endian host); an IPv4-mapped IPv6 address as IPv4."""
+    host, port = text.split(":")
+    raw = bytes.fromhex(host)
+    if byteorder == "little":
+        raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    address = ipaddress.ip_address(raw)
+    if address.version == 6 and address.ipv4_mapped:
+        address = address.ipv4_mapped
+    return address, int(port, 16)
+
+
+# The state column of /proc/net/tcp for an established connection (include/net/tcp_states.h: TCP_ESTABLISHED).
+TCP_ESTABLISHED = "01"
+
+
+def established(table, inodes, address, byteorder=sys.byteorder):
+    """How many connections of a /proc/net/tcp or tcp6 table are established, to ``address``, on one of ``inodes``."""
+    count = 0
+    for line in table.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 10 or fields[3] != TCP_ESTABLISHED or fields[9] not in inodes:
+            continue
+        if proc_net_address(fields[2], byteorder)[0] == address:
+            count += 1
+    return count
+
+
+def api_connections(config, runner=run, proc_root="/proc"):
+    """How many established TCP connections the engine's processes hold to the API node, None when unknown."""
+    if not config.get("api_address"):
+        return None
+    try:
+        address = ipaddress.ip_address(config["api_address"])
+    except ValueError:
+        return None
+    pid = engine_pid(config, runner)
+    if pid <= 0:
+        return None
+    inodes = socket_inodes(proc_root, descendants(proc_root, pid))
+    if inodes is None:
+        return None
+    count = 0
+    # The engine's own network namespace (a container's, or the host's).
+    for name in ("tcp", "tcp6"):
+        table = proc_read(proc_root, pid, "net", name)
+        if table is not None:
+            count += established(table, inodes, address)
+    return count
 
 
 def waiting(config, state, reason, why_not):
