@@ -194,25 +194,34 @@ def parse_docker_time(text):
 
 
 def engine_state(config, runner=run, now=time.time, monotonic=time.monotonic):
-    """(running, instance, age in seconds, description) of the engine."""
+    """(running, instance, age in seconds, description, main PID or 0) of the engine."""
     if config["runtime"] == "host":
         unit = config["name"]
         result = runner(["systemctl", "show", unit,
-                         "--property=ActiveState,SubState,InvocationID,ActiveEnterTimestampMonotonic"])
+                         "--property=ActiveState,SubState,InvocationID,ActiveEnterTimestampMonotonic,MainPID"])
         props = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
         running = props.get("ActiveState") == "active" and props.get("SubState") == "running"
         entered = int(props.get("ActiveEnterTimestampMonotonic") or 0)
         age = max(0.0, monotonic() - entered / 1e6) if entered else 0.0
         described = "%s is %s/%s" % (unit, props.get("ActiveState", "unknown"), props.get("SubState", "unknown"))
-        return running, props.get("InvocationID", ""), age, described
+        return running, props.get("InvocationID", ""), age, described, _pid(props.get("MainPID"))
     name = config["name"]
     result = runner(["docker", "inspect", "--format", "{{json .State}}", name])
     if result.returncode != 0:
-        return False, "", 0.0, "container %s: %s" % (name, (result.stderr or result.stdout).strip() or "not found")
+        return False, "", 0.0, "container %s: %s" % (name, (result.stderr or result.stdout).strip() or "not found"), 0
     state = json.loads(result.stdout)
     started = state.get("StartedAt", "")
     age = max(0.0, now() - parse_docker_time(started)) if started else 0.0
-    return state.get("Status") == "running", started, age, "container %s is %s" % (name, state.get("Status", "unknown"))
+    return (state.get("Status") == "running", started, age, "container %s is %s" % (name, state.get("Status", "unknown")),
+            _pid(state.get("Pid")))
+
+
+def _pid(value):
+    """A process ID from systemctl's MainPID or Docker's State.Pid, 0 when there is none."""
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
 
 
 def fetch(config, request, opener=urllib.request.urlopen):
@@ -323,7 +332,7 @@ def check(config, state, runner=run, opener=urllib.request.urlopen, now=time.tim
                 # What the last count of this engine's connections said is out of date: it has joined since.
                 state.pop("api_connections", None)
         return state
-    running, instance, age, described = engine_state(config, runner, now, monotonic)
+    running, instance, age, described, pid = engine_state(config, runner, now, monotonic)
     state = dict(state)
     state["checked_at"] = at
     state["engine"] = {"running": running, "instance": instance, "age_s": round(age, 1), "state": described}
@@ -340,7 +349,7 @@ def check(config, state, runner=run, opener=urllib.request.urlopen, now=time.tim
         log("%s: not counted, the engine is not running (%s)" % (config["name"], described))
         return state
     if config.get("mode") == "follower":
-        return follow(config, state, runner, opener, at, age, restarts, proc_root)
+        return follow(config, state, runner, opener, at, age, restarts, pid, proc_root)
     ok, why = complete_all(config, opener)
     if ok:
         return serving(config, state, at, "a completion answered; the engine serves", answered=True)
@@ -365,13 +374,13 @@ def check(config, state, runner=run, opener=urllib.request.urlopen, now=time.tim
 
 def ended(config, runner, now, monotonic, instance):
     """After a failed check, how the run that was asked ended ('stopped', 'started again'), or '' when it runs on."""
-    running, again, _age, described = engine_state(config, runner, now, monotonic)
+    running, again, _age, described, _pid_now = engine_state(config, runner, now, monotonic)
     if not running:
         return "stopped (%s)" % described
     return "" if again == instance else "started again"
 
 
-def follow(config, state, runner, opener, at, age, restarts, proc_root="/proc"):
+def follow(config, state, runner, opener, at, age, restarts, pid=0, proc_root="/proc"):
     """A headless rank: restart it when the API node's engine went away after this one joined it."""
     ok, why = healthy(config, opener)
     if ok:
@@ -381,7 +390,7 @@ def follow(config, state, runner, opener, at, age, restarts, proc_root="/proc"):
             # own engine was down: the API node may have served all along, as while this node rebooted.
             state["healthy_since"] = at
         state["api_failed_reads"] = 0
-        count = api_connections(config, runner, proc_root)
+        count = api_connections(config, pid, proc_root)
         if count is None:
             state.pop("api_connections", None)
         else:
@@ -418,24 +427,6 @@ def follow(config, state, runner, opener, at, age, restarts, proc_root="/proc"):
     return escalate(config, state, runner, at, reason, restarts,
                     "; this engine ran while the API node was last seen healthy and had joined the engine that "
                     "went away")
-
-
-def engine_pid(config, runner=run):
-    """The engine's main process (the unit's, or the container's first), 0 when it has none."""
-    if config["runtime"] == "host":
-        result = runner(["systemctl", "show", config["name"], "--property=MainPID"])
-        props = dict(line.split("=", 1) for line in (result.stdout or "").splitlines() if "=" in line)
-        value = props.get("MainPID", "0")
-    else:
-        result = runner(["docker", "inspect", "--format", "{{json .State}}", config["name"]])
-        try:
-            value = json.loads(result.stdout).get("Pid", 0) if result.returncode == 0 else 0
-        except (ValueError, AttributeError):
-            value = 0
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return 0
 
 
 def descendants(proc_root, pid):
@@ -510,15 +501,15 @@ def established(table, inodes, address, byteorder=sys.byteorder):
     return count
 
 
-def api_connections(config, runner=run, proc_root="/proc"):
-    """How many established TCP connections the engine's processes hold to the API node, None when unknown."""
+def api_connections(config, pid, proc_root="/proc"):
+    """How many established TCP connections the engine's processes (``pid``, its main process, and those below
+    it) hold to the API node, None when unknown."""
     if not config.get("api_address"):
         return None
     try:
         address = ipaddress.ip_address(config["api_address"])
     except ValueError:
         return None
-    pid = engine_pid(config, runner)
     if pid <= 0:
         return None
     inodes = socket_inodes(proc_root, descendants(proc_root, pid))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import http.server
 import ipaddress
+import json
 import os
 import socket
 import subprocess
@@ -90,21 +91,22 @@ def test_the_reader_counts_what_an_engine_s_child_holds_on_a_real_kernel(listene
     idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         assert engine.stdout.readline().strip() == "1"
-        runner = Runner(engine.pid)
         host = {"runtime": "host", "name": "llm-cluster-engine.service", "api_address": "127.0.0.1"}
         # Held by the child (as vLLM's engine core, below the unit's main process), read in the main process's
         # network namespace.
-        assert watchdog.api_connections(host, runner) == 1
-        assert watchdog.api_connections(dict(host, api_address="127.0.0.2"), runner) == 0
-        assert watchdog.api_connections(host, Runner(idle.pid)) == 0
+        assert watchdog.api_connections(host, engine.pid) == 1
+        assert watchdog.api_connections(dict(host, api_address="127.0.0.2"), engine.pid) == 0
+        assert watchdog.api_connections(host, idle.pid) == 0
         # Unknown, not 0: no address, no main process, a process that is gone.
-        assert watchdog.api_connections(dict(host, api_address=""), runner) is None
-        assert watchdog.api_connections(host, Runner(0)) is None
+        assert watchdog.api_connections(dict(host, api_address=""), engine.pid) is None
+        assert watchdog.api_connections(host, 0) is None
         gone = subprocess.Popen(["true"])
         gone.wait()
-        assert watchdog.api_connections(host, Runner(gone.pid)) is None
-        container = {"runtime": "container", "name": "openeuler_llm", "api_address": "127.0.0.1"}
-        assert watchdog.api_connections(container, Runner(engine.pid)) == 1
+        assert watchdog.api_connections(host, gone.pid) is None
+        # The main PID as systemd and Docker report it, read with the engine's state in one command each.
+        for runtime in ("host", "container"):
+            conf = {"runtime": runtime, "name": "openeuler_llm" if runtime == "container" else host["name"]}
+            assert watchdog.engine_state(conf, Runner(engine.pid))[4] == engine.pid
     finally:
         for process in (engine, idle):
             process.kill()
@@ -126,9 +128,7 @@ class Runner:
             return subprocess.CompletedProcess(argv, 0, "".join("%s=%s\n" % item for item in props.items()), "")
         if argv[:2] == ["docker", "inspect"]:
             state = {"Status": "running", "StartedAt": "2026-12-07T22:24:36.000000000Z", "Pid": self.pid}
-            return subprocess.CompletedProcess(argv, 0, '%s\n' % __import__("json").dumps(state), "")
-        if argv[0] in ("journalctl", "docker"):
-            return subprocess.CompletedProcess(argv, 0, "", "")
+            return subprocess.CompletedProcess(argv, 0, json.dumps(state) + "\n", "")
         return subprocess.CompletedProcess(argv, 0, "", "")
 
     @property
