@@ -28,6 +28,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/llm_cluster-demo.XXXXXX")"
+CHECK_T0=$(date +%s)
 CLONE="$WORK/llm_cluster"
 PORT="${LLM_CLUSTER_DEMO_PORT:-8000}"
 export LLM_CLUSTER_WHEELHOUSE="${LLM_CLUSTER_WHEELHOUSE:-$ROOT/.cache/wheelhouse}"
@@ -47,10 +48,14 @@ fail() {
 
 # A run at -vvv with diffs, its whole output in $WORK/<name>.log and its last lines on the terminal; when it
 # fails, from its last failed task on (a failure message carries the nodes' journals, longer than a tail).
+# Each run's seconds go to $WORK/runs.tsv, printed as a table at the end (where the check's time goes,
+# docs/testing.md).
 verbose() {
-  local name=$1 rc=0 last_failed
+  local name=$1 rc=0 last_failed started
   shift
+  started=$(date +%s)
   ANSIBLE_VERBOSITY=3 ANSIBLE_DIFF_ALWAYS=1 "$@" > "$WORK/$name.log" 2>&1 || rc=$?
+  printf '%s\t%s\t%s\n' "$name" "$(( $(date +%s) - started ))" "$rc" >> "$WORK/runs.tsv"
   if [ "$rc" -eq 0 ]; then
     tail -n 25 "$WORK/$name.log"
   else
@@ -779,4 +784,10 @@ echo "demo check: neither secret in $(wc -l < "$WORK/ps.log") sampled command li
 [ -z "$(docker ps -aq --filter label=org.aihost.llm_cluster.demo=1)" ] || fail "demo containers left behind"
 ! docker network inspect llmc-demo >/dev/null 2>&1 || fail "the demo network is left behind"
 [ ! -e .cache/demo ] || fail ".cache/demo is left behind"
+# Where the check's time went: each Ansible run, and the rest (curls, load clients, waits, the docker
+# commands of the node replacements).
+awk -F'\t' -v total="$(( $(date +%s) - CHECK_T0 ))" '
+  { runs += $2; printf "demo check: run %-14s %5d s\n", $1, $2 }
+  END { printf "demo check: %d s in %d Ansible runs, %d s in the rest, %d s in all\n", runs, NR, total - runs, total }
+' "$WORK/runs.tsv"
 echo "demo check: passed"
