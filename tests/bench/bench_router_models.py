@@ -26,36 +26,18 @@ import argparse
 import http.client
 import http.server
 import json
-import socket
 import subprocess
 import threading
 import time
 
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from bench_router_policy import JsonHandler, free_port
 
 
 def stand_in(model):
     """An engine of ``model`` on a free loopback port; returns its port and its counts of the models asked for."""
     counts = {}
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format, *args):  # the base class's signature; nothing is logged
-            del format, args
-
-        def _answer(self, code, document):
-            body = json.dumps(document).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
+    class Handler(JsonHandler):
         def do_GET(self):
             if self.path.startswith("/v1/models"):
                 return self._answer(200, {"object": "list", "data": [{"id": model, "object": "model"}]})

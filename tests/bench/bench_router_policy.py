@@ -32,25 +32,29 @@ def free_port():
         return sock.getsockname()[1]
 
 
+class JsonHandler(http.server.BaseHTTPRequestHandler):
+    """A stand-in engine's base: HTTP/1.1, nothing logged, JSON answers (bench_router_models.py uses it too)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format, *args):  # the base class's signature; nothing is logged
+        del format, args
+
+    def _answer(self, code, document):
+        body = json.dumps(document).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
 def stand_in(port, delay, slots):
     """An engine that answers /health and POST /v1/completions after ``delay`` s, ``slots`` requests at a time."""
     gate = threading.BoundedSemaphore(slots)
     counts = {"completions": 0}
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format, *args):  # the base class's signature; nothing is logged
-            del format, args
-
-        def _answer(self, code, document):
-            body = json.dumps(document).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
+    class Handler(JsonHandler):
         def do_GET(self):
             if self.path.startswith("/v1/models"):
                 return self._answer(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
