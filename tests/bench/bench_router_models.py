@@ -109,8 +109,9 @@ def wait_workers(port, count):
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         status, body = call(port, "GET", "/workers")
-        if status == 200 and sum(1 for w in json.loads(body).get("workers", []) if w.get("is_healthy")) == count:
-            return json.loads(body)["workers"]
+        workers = json.loads(body).get("workers", []) if status == 200 else []
+        if sum(1 for worker in workers if worker.get("is_healthy")) == count:
+            return workers
         time.sleep(0.3)
     raise SystemExit("the router did not list %d healthy workers in 30 s" % count)
 

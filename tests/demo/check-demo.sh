@@ -55,7 +55,7 @@ verbose() {
   shift
   started=$(date +%s)
   ANSIBLE_VERBOSITY=3 ANSIBLE_DIFF_ALWAYS=1 "$@" > "$WORK/$name.log" 2>&1 || rc=$?
-  printf '%s\t%s\t%s\n' "$name" "$(( $(date +%s) - started ))" "$rc" >> "$WORK/runs.tsv"
+  printf '%s\t%s\n' "$name" "$(( $(date +%s) - started ))" >> "$WORK/runs.tsv"
   if [ "$rc" -eq 0 ]; then
     tail -n 25 "$WORK/$name.log"
   else
